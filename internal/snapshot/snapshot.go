@@ -1,0 +1,268 @@
+// Package snapshot stores checkpoints of the engine's durable state next to
+// its journal, so that opening replays only the journal after the newest
+// checkpoint, and old journal segments can be dropped.
+//
+// # Format
+//
+// A snapshot is one file, named snap-<seq>.snap where <seq> (20 decimal
+// digits) is the journal sequence number of the last record it covers:
+//
+//	+----------+---------+---------+----------+------------+--------+---------+
+//	| magic    | version | flags   | seq      | body len   | body   | crc32c  |
+//	| 8 bytes  | u32 LE  | u32 LE  | u64 LE   | u64 LE     | n bytes| u32 LE  |
+//	| RLSNAP01 | 1       | 0       | covers   | n          |        | of all  |
+//	+----------+---------+---------+----------+------------+--------+---------+
+//
+// The CRC-32C (Castagnoli) covers every byte before it. The body is opaque
+// here (package state encodes it). The magic, the header layout and the
+// checksum must never change; a new body encoding takes a new version.
+//
+// # Atomicity
+//
+// Write creates snap-<seq>.snap.tmp, writes and syncs it, renames it to its
+// final name and syncs the directory: a crash at any step leaves either no
+// new snapshot (a stray .tmp, which Load never reads and Clean removes) or a
+// complete one. A snapshot whose checksum or length does not match is never
+// used: Load falls back to the next older one and reports the damaged ones.
+package snapshot
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/runlog/runlog/internal/vfs"
+)
+
+// Version is the format version this package writes.
+const Version = 1
+
+const (
+	magic      = "RLSNAP01"
+	headerSize = 8 + 4 + 4 + 8 + 8
+	crcSize    = 4
+	prefix     = "snap-"
+	suffix     = ".snap"
+	tmpSuffix  = ".tmp"
+	// maxBody bounds the body a reader accepts (a corrupt length field
+	// must not make it allocate without limit).
+	maxBody = 64 << 30
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is wrapped by errors about a damaged snapshot file.
+var ErrCorrupt = errors.New("snapshot: corrupt")
+
+// Info names one snapshot file.
+type Info struct {
+	Seq  uint64 // the last journal record it covers
+	Path string
+}
+
+// Name returns the file name of the snapshot covering seq.
+func Name(seq uint64) string { return fmt.Sprintf("%s%020d%s", prefix, seq, suffix) }
+
+// Encode returns the bytes of a snapshot covering seq with the given body.
+func Encode(seq uint64, body []byte) []byte {
+	b := make([]byte, headerSize, headerSize+len(body)+crcSize)
+	copy(b, magic)
+	binary.LittleEndian.PutUint32(b[8:], Version)
+	binary.LittleEndian.PutUint32(b[12:], 0)
+	binary.LittleEndian.PutUint64(b[16:], seq)
+	binary.LittleEndian.PutUint64(b[24:], uint64(len(body)))
+	b = append(b, body...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+// Decode checks the bytes of a snapshot file and returns what it covers and
+// its body (a sub-slice of b).
+func Decode(b []byte) (seq uint64, body []byte, err error) {
+	if len(b) < headerSize+crcSize {
+		return 0, nil, fmt.Errorf("%w: %d bytes is shorter than a header", ErrCorrupt, len(b))
+	}
+	if string(b[:8]) != magic {
+		return 0, nil, fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[:8])
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != Version {
+		return 0, nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrCorrupt, v, Version)
+	}
+	n := binary.LittleEndian.Uint64(b[24:])
+	if n > maxBody || uint64(len(b)) != headerSize+n+crcSize {
+		return 0, nil, fmt.Errorf("%w: body length %d does not match the file size %d", ErrCorrupt, n, len(b))
+	}
+	end := headerSize + int(n)
+	if got, want := crc32.Checksum(b[:end], crcTable), binary.LittleEndian.Uint32(b[end:]); got != want {
+		return 0, nil, fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want)
+	}
+	return binary.LittleEndian.Uint64(b[16:]), b[headerSize:end], nil
+}
+
+// Write stores a snapshot covering seq in dir atomically (see the package
+// doc) and returns its path.
+func Write(fsys vfs.FS, dir string, seq uint64, body []byte) (string, error) {
+	final := filepath.Join(dir, Name(seq))
+	tmp := final + tmpSuffix
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return "", fmt.Errorf("snapshot: create %s: %w", tmp, err)
+	}
+	data := Encode(seq, body)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		fsys.Remove(tmp)
+		return "", fmt.Errorf("snapshot: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		fsys.Remove(tmp)
+		return "", fmt.Errorf("snapshot: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		fsys.Remove(tmp)
+		return "", fmt.Errorf("snapshot: close %s: %w", tmp, err)
+	}
+	if err := fsys.Rename(tmp, final); err != nil {
+		fsys.Remove(tmp)
+		return "", fmt.Errorf("snapshot: rename %s: %w", tmp, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return "", fmt.Errorf("snapshot: sync directory %s: %w", dir, err)
+	}
+	return final, nil
+}
+
+// List returns the snapshot files of dir, newest (highest seq) first.
+// Temporary files are not listed.
+func List(fsys vfs.FS, dir string) ([]Info, error) {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: list %s: %w", dir, err)
+	}
+	var out []Info
+	for _, name := range names {
+		digits, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		digits, ok = strings.CutSuffix(digits, suffix)
+		if !ok {
+			continue
+		}
+		seq, err := strconv.ParseUint(digits, 10, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, Info{Seq: seq, Path: filepath.Join(dir, name)})
+	}
+	slices.SortFunc(out, func(a, b Info) int { return -cmpUint(a.Seq, b.Seq) })
+	return out, nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Read reads and checks one snapshot file.
+func Read(fsys vfs.FS, path string) (seq uint64, body []byte, err error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return 0, nil, fmt.Errorf("snapshot: open %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, nil, fmt.Errorf("snapshot: stat %s: %w", path, err)
+	}
+	if fi.Size() > maxBody+headerSize+crcSize {
+		return 0, nil, fmt.Errorf("%w: %s is %d bytes, more than any snapshot", ErrCorrupt, path, fi.Size())
+	}
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return 0, nil, fmt.Errorf("snapshot: read %s: %w", path, err)
+	}
+	seq, body, err = Decode(b)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return seq, body, nil
+}
+
+// Loaded is the result of Load.
+type Loaded struct {
+	Info    Info   // the snapshot used; zero Seq and Path if none
+	Body    []byte // its body
+	Damaged []error
+}
+
+// Load returns the newest snapshot of dir whose checksum holds, and the
+// errors of every newer one that was damaged (they are skipped, never used).
+// The caller decides whether falling back is acceptable: it is only if the
+// journal still holds every record after the snapshot used.
+func Load(fsys vfs.FS, dir string) (Loaded, error) {
+	infos, err := List(fsys, dir)
+	if err != nil {
+		return Loaded{}, err
+	}
+	var out Loaded
+	for _, in := range infos {
+		seq, body, err := Read(fsys, in.Path)
+		if err != nil {
+			out.Damaged = append(out.Damaged, err)
+			continue
+		}
+		if seq != in.Seq {
+			out.Damaged = append(out.Damaged, fmt.Errorf("%w: %s covers record %d, its name says %d", ErrCorrupt, in.Path, seq, in.Seq))
+			continue
+		}
+		out.Info, out.Body = in, body
+		return out, nil
+	}
+	return out, nil
+}
+
+// Clean removes the temporary files a crash left in dir, and every snapshot
+// older than the newest keep ones.
+func Clean(fsys vfs.FS, dir string, keep int) error {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return fmt.Errorf("snapshot: list %s: %w", dir, err)
+	}
+	removed := false
+	for _, name := range names {
+		if strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix+tmpSuffix) {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("snapshot: remove %s: %w", name, err)
+			}
+			removed = true
+		}
+	}
+	infos, err := List(fsys, dir)
+	if err != nil {
+		return err
+	}
+	if len(infos) > keep {
+		for _, in := range infos[keep:] {
+			if err := fsys.Remove(in.Path); err != nil {
+				return fmt.Errorf("snapshot: remove %s: %w", in.Path, err)
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return fsys.SyncDir(dir)
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package snapshot
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/runlog/runlog/internal/vfs"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestGolden(t *testing.T) {
+	got := Encode(42, []byte("runlog snapshot body"))
+	path := filepath.Join("testdata", "v1.snap")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the snapshot format changed:\ngot  %x\nwant %x", got, want)
+	}
+	seq, body, err := Decode(want)
+	if err != nil || seq != 42 || string(body) != "runlog snapshot body" {
+		t.Fatalf("decode golden: %d %q %v", seq, body, err)
+	}
+}
+
+// TestEveryDamageDetected flips each bit of a snapshot and cuts it at every
+// length: Decode refuses every one, never returning a wrong body.
+func TestEveryDamageDetected(t *testing.T) {
+	good := Encode(7, []byte("the whole durable state"))
+	for i := range good {
+		for bit := range 8 {
+			b := bytes.Clone(good)
+			b[i] ^= 1 << bit
+			if _, _, err := Decode(b); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("bit %d of byte %d flipped: err = %v", bit, i, err)
+			}
+		}
+	}
+	for n := range len(good) {
+		if _, _, err := Decode(good[:n]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("cut at %d: err = %v", n, err)
+		}
+	}
+}
+
+func TestLoadFallsBackPastDamage(t *testing.T) {
+	fsys := vfs.NewMem()
+	dir := "/data"
+	if err := fsys.MkdirAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{10, 20, 30} {
+		if _, err := Write(fsys, dir, seq, []byte{byte(seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Damage the newest: Load uses 20 and reports 30.
+	newest := filepath.Join(dir, Name(30))
+	b, _ := fsys.ReadFile(newest)
+	b[len(b)-1] ^= 0xff
+	if err := fsys.WriteFile(newest, b); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Load(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Info.Seq != 20 || !bytes.Equal(l.Body, []byte{20}) || len(l.Damaged) != 1 || !strings.Contains(l.Damaged[0].Error(), Name(30)) {
+		t.Fatalf("load: %+v", l)
+	}
+	// Clean keeps the newest two names and removes the rest.
+	if err := Clean(fsys, dir, 2); err != nil {
+		t.Fatal(err)
+	}
+	infos, _ := List(fsys, dir)
+	if len(infos) != 2 || infos[0].Seq != 30 || infos[1].Seq != 20 {
+		t.Fatalf("after Clean: %+v", infos)
+	}
+}
+
+// TestWriteCrashAtEveryStep fails, then crashes, at every filesystem
+// operation of a Write: the directory then holds either the old snapshot
+// alone or the new one complete, and Load never reads a temporary file.
+func TestWriteCrashAtEveryStep(t *testing.T) {
+	for n := int64(1); ; n++ {
+		fsys := vfs.NewMem()
+		dir := "/data"
+		fsys.MkdirAll(dir)
+		if _, err := Write(fsys, dir, 1, []byte("old")); err != nil {
+			t.Fatal(err)
+		}
+		fsys.SyncDir(dir)
+		fsys.SetInjector(vfs.FailNth(n))
+		_, werr := Write(fsys, dir, 2, []byte("new state"))
+		injected := fsys.Injected() > 0
+		for _, rng := range []*rand.Rand{nil, rand.New(rand.NewPCG(uint64(n), 1))} {
+			clone := fsys.CrashClone(rng)
+			l, err := Load(clone, dir)
+			if err != nil {
+				t.Fatalf("op %d: load after crash: %v", n, err)
+			}
+			switch {
+			case l.Info.Seq == 2 && string(l.Body) == "new state":
+			case l.Info.Seq == 1 && string(l.Body) == "old":
+				if werr == nil && rng == nil {
+					t.Fatalf("op %d: Write succeeded but a crash lost the new snapshot", n)
+				}
+			default:
+				t.Fatalf("op %d: loaded %+v", n, l)
+			}
+			if err := Clean(clone, dir, 2); err != nil {
+				t.Fatalf("op %d: clean: %v", n, err)
+			}
+			names, _ := clone.List(dir)
+			for _, name := range names {
+				if strings.HasSuffix(name, tmpSuffix) {
+					t.Fatalf("op %d: Clean left %s", n, name)
+				}
+			}
+		}
+		if !injected {
+			if werr != nil {
+				t.Fatalf("no fault injected but Write failed: %v", werr)
+			}
+			return // every step of Write has been failed once
+		}
+	}
+}
