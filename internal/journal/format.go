@@ -1,0 +1,227 @@
+// Package journal is runlog's write-ahead log: an append-only sequence of
+// records kept in numbered segment files, made durable with fdatasync before
+// an append returns, shared by many concurrent appenders through group
+// commit, and checked on open so that a torn tail is repaired and any other
+// damage is refused.
+//
+// # Files
+//
+// A journal is a directory. Its segments are named by a 20-digit zero-padded
+// index, 00000000000000000001.seg, 00000000000000000002.seg, ...; only the
+// highest one (the active segment) is written to. Other files may live in
+// the same directory and are ignored: LOCK (the flock that keeps a second
+// process out), *.snap (snapshots), *.seg.tmp (a segment being created; a
+// leftover one is removed on open) and *.seg.broken (a copy of bytes cut off
+// a torn tail by Open).
+//
+// # Segment format (version 1)
+//
+// All integers are little-endian. A segment is a 40-byte header followed by
+// frames, each a multiple of 8 bytes long, so every frame starts 8-aligned.
+//
+//	segment header (40 bytes)
+//	+---------+---------+----------+---------------+-----------------+---------+----------+
+//	| magic   | version | reserved | segment index | first sequence  | crc32c  | reserved |
+//	| 8 bytes | u32 = 1 | u32 = 0  | u64           | number u64      | u32     | u32 = 0  |
+//	+---------+---------+----------+---------------+-----------------+---------+----------+
+//	 0         8         12         16              24                32        36       40
+//	magic is "RUNLOGJ\x00"; crc32c covers bytes 0..32.
+//
+//	frame (16 + length + pad bytes)
+//	+--------+--------+----------------+---------------------+-------------+
+//	| length | crc32c | synced offset  | payload             | pad (zeros) |
+//	| u32    | u32    | u64            | length bytes        | 0..7 bytes  |
+//	+--------+--------+----------------+---------------------+-------------+
+//	 0        4        8                16                    16+length
+//	crc32c (Castagnoli) covers the length field and bytes 8 to the end of
+//	the pad, so it protects the length, the synced offset, the payload and
+//	the padding.
+//
+// A record's sequence number is not stored in its frame: it is the segment's
+// first sequence number plus the record's ordinal in the segment. Sequence
+// numbers start at 1 and continue across segments, and the header keeps them
+// right after old segments are dropped.
+//
+// The synced offset of a frame is the size the segment had durably reached
+// when the frame's group commit began (the end of the previous group). Open
+// uses it to tell a torn write from damage: see below.
+//
+// The magic, the version, the header and frame layouts, the 8-byte
+// alignment and the CRC polynomial are the wire format and must never
+// change; a new layout needs a new version number.
+//
+// # Torn tail or corruption
+//
+// Open reads every segment. When a frame is bad (short, a length above
+// MaxRecordSize or past the end of the file, a CRC mismatch, zeros), it
+// searches the rest of the segment, 8 bytes at a time, for a valid frame
+// whose synced offset is beyond the bad frame's start. Such a frame was
+// written after the bad bytes had been made durable, so the bad bytes were
+// once acknowledged: that is corruption, and Open refuses with a
+// *CorruptError (errors.Is ErrCorrupt) naming the file and the offset. If
+// there is none, the bad bytes and everything after them belong to a group
+// commit whose fdatasync never returned: a torn write. In the newest segment
+// Open then copies the cut bytes to <segment>.broken, truncates the segment
+// at the bad frame and carries on; in any older segment any bad frame is
+// corruption. A record is never skipped.
+//
+// The one case the format cannot decide is damage, after its fdatasync
+// returned, to the newest group commit of the newest segment: it looks like a
+// torn write and is truncated. Every earlier record is protected.
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"github.com/runlog/runlog/internal/vfs"
+)
+
+// Format constants. They are part of the on-disk format and must never
+// change.
+const (
+	// Magic opens every segment.
+	Magic = "RUNLOGJ\x00"
+	// Version is the format version this package writes and reads.
+	Version = 1
+	// HeaderSize is the size of a segment header.
+	HeaderSize = 40
+	// FrameHeaderSize is the size of the fixed part of a frame.
+	FrameHeaderSize = 16
+	// frameAlign is the alignment of every frame.
+	frameAlign = 8
+	// maxLength is the largest length the frame format can carry; Options
+	// cap MaxRecordSize below it.
+	maxLength = 1<<31 - 1
+)
+
+// File naming.
+const (
+	segSuffix    = ".seg"
+	tmpSuffix    = ".seg.tmp"
+	brokenSuffix = ".broken"
+	lockName     = "LOCK"
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Defaults for Options.
+const (
+	// DefaultSegmentSize is the size at which a segment is sealed and a new
+	// one started, unless Options.SegmentSize says otherwise.
+	DefaultSegmentSize = 64 << 20
+	// DefaultMaxRecordSize is the largest record accepted, unless
+	// Options.MaxRecordSize says otherwise.
+	DefaultMaxRecordSize = 4 << 20
+)
+
+// Errors. Every error the package returns that is about one of these wraps
+// it, so callers test with errors.Is.
+var (
+	// ErrCorrupt means the journal holds damage that is not a torn tail:
+	// opening is refused. The error is a *CorruptError with the file and
+	// byte offset. Run `runlog journal verify` to see the damage.
+	ErrCorrupt = errors.New("journal: corrupt")
+	// ErrFailed means an earlier write or sync failed: the journal accepts
+	// no more appends until it is closed and opened again.
+	ErrFailed = errors.New("journal: failed")
+	// ErrClosed means the journal was closed.
+	ErrClosed = errors.New("journal: closed")
+	// ErrTooLarge means a record is larger than Options.MaxRecordSize;
+	// nothing was written and the journal stays usable.
+	ErrTooLarge = errors.New("journal: record too large")
+	// ErrLocked means another process, or another Open in this process,
+	// holds the journal directory.
+	ErrLocked = errors.New("journal: locked")
+	// ErrDropped means records that Replay was asked for were dropped by
+	// DropBefore (typically because a snapshot covers them).
+	ErrDropped = errors.New("journal: records dropped")
+)
+
+// CorruptError reports damage that Open refuses to repair.
+type CorruptError struct {
+	// File is the path of the damaged file.
+	File string
+	// Offset is the byte offset of the damage in File.
+	Offset int64
+	// Reason says what is wrong.
+	Reason string
+}
+
+// Error describes the damage and what to do.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("journal: corrupt: %s at offset %d: %s (records after it were acknowledged, so this is not a torn write; run `runlog journal verify` and restore from a backup)",
+		e.File, e.Offset, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// Options configure Open, Verify and Scan. Zero values take the documented
+// defaults.
+type Options struct {
+	// FS is the filesystem. Defaults to vfs.OS{}.
+	FS vfs.FS
+	// SegmentSize: once the active segment reaches this many bytes, the next
+	// append goes to a new segment. Defaults to DefaultSegmentSize (64 MiB).
+	SegmentSize int64
+	// MaxRecordSize is the largest record accepted by Append and by the
+	// decoder. Defaults to DefaultMaxRecordSize (4 MiB); at most 1 GiB.
+	MaxRecordSize int
+	// OnSync, if set, is called by the commit goroutine after each
+	// successful group commit (for metrics). It must not block.
+	OnSync func(SyncInfo)
+}
+
+// SyncInfo describes one group commit: how many records and bytes one
+// fdatasync covered and how long write plus sync took.
+type SyncInfo struct {
+	Records  int
+	Bytes    int
+	Duration time.Duration
+}
+
+// Position names a record.
+type Position struct {
+	// Seq is the record's 1-based sequence number, global and monotonic
+	// across segments.
+	Seq uint64
+	// Segment is the index of the segment holding the record.
+	Segment uint64
+	// Offset is the byte offset of the record's frame in its segment.
+	Offset int64
+}
+
+// SegmentInfo describes one segment file.
+type SegmentInfo struct {
+	// Index is the segment's number, from its file name.
+	Index uint64
+	// FirstSeq is the sequence number its first record has (or would have).
+	FirstSeq uint64
+	// Size is the committed size in bytes.
+	Size int64
+	// Path is the file's path.
+	Path string
+}
+
+// withDefaults fills zero fields and checks the others.
+func (o Options) withDefaults() (Options, error) {
+	if o.FS == nil {
+		o.FS = vfs.OS{}
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.MaxRecordSize == 0 {
+		o.MaxRecordSize = DefaultMaxRecordSize
+	}
+	if o.SegmentSize < 0 {
+		return o, fmt.Errorf("journal: Options.SegmentSize is %d; use a positive size or 0 for the default", o.SegmentSize)
+	}
+	if o.MaxRecordSize < 0 || o.MaxRecordSize > 1<<30 {
+		return o, fmt.Errorf("journal: Options.MaxRecordSize is %d; use 1 to 1073741824 bytes, or 0 for the default", o.MaxRecordSize)
+	}
+	return o, nil
+}

@@ -1,0 +1,188 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+
+	"github.com/runlog/runlog/internal/vfs"
+)
+
+// TornTail describes the unfinished write at the end of the newest segment
+// that Open cuts off (or, in a Verify report, would cut off).
+type TornTail struct {
+	// File is the segment's path.
+	File string
+	// Offset is where the valid records end and the cut starts.
+	Offset int64
+	// Bytes is how many bytes are (or would be) cut.
+	Bytes int64
+	// Reason says what is wrong with the bytes at Offset.
+	Reason string
+}
+
+// recovery is the result of checking a journal directory.
+type recovery struct {
+	segs []segment
+	torn *TornTail
+	tmps []string // leftover temporary segment files
+}
+
+// recoverDir checks every segment of dir in order and calls fn (if not nil)
+// for each valid record. Damage is a *CorruptError, except for a torn tail
+// of the newest segment, which is reported and, when repair is set, cut off
+// (after saving the cut bytes to <segment>.broken).
+func recoverDir(fsys vfs.FS, dir string, maxRec int, repair bool, fn func(Position, []byte) error) (recovery, error) {
+	var rec recovery
+	indexes, tmps, err := listSegments(fsys, dir)
+	if err != nil {
+		return rec, err
+	}
+	rec.tmps = tmps
+	for i, idx := range indexes {
+		path := filepath.Join(dir, segName(idx))
+		if i > 0 && idx != indexes[i-1]+1 {
+			return rec, &CorruptError{File: filepath.Join(dir, segName(indexes[i-1]+1)), Reason: fmt.Sprintf("segment file is missing between %s and %s", segName(indexes[i-1]), segName(idx))}
+		}
+		last := i == len(indexes)-1
+		var want uint64 // the first sequence number this segment must have
+		switch {
+		case i > 0:
+			want = rec.segs[i-1].firstSeq + rec.segs[i-1].records
+		case idx == 1:
+			want = 1
+		}
+		seg, torn, err := checkSegment(fsys, path, idx, want, maxRec, fn)
+		if err != nil {
+			return rec, err
+		}
+		if torn != nil {
+			if !last {
+				return rec, &CorruptError{File: path, Offset: torn.Offset, Reason: torn.Reason + " in a sealed segment (only the newest segment may end in a torn write)"}
+			}
+			if seg.firstSeq == 0 {
+				return rec, &CorruptError{File: path, Reason: "segment header is torn and no earlier segment tells its first sequence number"}
+			}
+			rec.torn = torn
+			if repair {
+				if err := cutTail(fsys, dir, seg, torn); err != nil {
+					return rec, err
+				}
+			}
+		}
+		rec.segs = append(rec.segs, seg)
+	}
+	return rec, nil
+}
+
+// checkSegment scans one segment. want is the first sequence number the
+// segment must start with, 0 if unknown. A torn tail is returned, not
+// repaired; seg then describes the part that is kept (a torn header keeps
+// nothing but a header rebuilt from want).
+func checkSegment(fsys vfs.FS, path string, idx, want uint64, maxRec int, fn func(Position, []byte) error) (segment, *TornTail, error) {
+	seg := segment{index: idx, path: path}
+	f, err := fsys.Open(path)
+	if err != nil {
+		return seg, nil, fmt.Errorf("journal: open segment: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return seg, nil, fmt.Errorf("journal: stat segment: %w", err)
+	}
+	size := st.Size()
+	var visit func(seq uint64, off int64, rec []byte) error
+	if fn != nil {
+		visit = func(seq uint64, off int64, rec []byte) error {
+			return fn(Position{Seq: seq, Segment: idx, Offset: off}, rec)
+		}
+	}
+	res, err := scanSegment(f, size, maxRec, visit)
+	if err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) && ce.File == "" {
+			ce.File = path
+			return seg, nil, ce
+		}
+		return seg, nil, fmt.Errorf("journal: read %s: %w", path, err)
+	}
+	if res.shortHeader {
+		seg.firstSeq, seg.size = want, HeaderSize
+		return seg, &TornTail{File: path, Offset: 0, Bytes: size, Reason: res.tornReason}, nil
+	}
+	if res.hdr.index != idx {
+		return seg, nil, &CorruptError{File: path, Offset: 16, Reason: fmt.Sprintf("header names segment %d; the file name says %d", res.hdr.index, idx)}
+	}
+	if want != 0 && res.hdr.firstSeq != want {
+		return seg, nil, &CorruptError{File: path, Offset: 24, Reason: fmt.Sprintf("first sequence number is %d; the segments before it end at %d, so records are missing", res.hdr.firstSeq, want-1)}
+	}
+	seg.firstSeq, seg.records, seg.size = res.hdr.firstSeq, res.records, res.end
+	if res.end < size {
+		return seg, &TornTail{File: path, Offset: res.end, Bytes: size - res.end, Reason: res.tornReason}, nil
+	}
+	return seg, nil, nil
+}
+
+// cutTail saves the torn bytes of seg to a .broken file and truncates the
+// segment to its valid prefix (rebuilding a torn header).
+func cutTail(fsys vfs.FS, dir string, seg segment, torn *TornTail) error {
+	f, err := fsys.OpenReadWrite(seg.path)
+	if err != nil {
+		return fmt.Errorf("journal: repair torn tail of %s: %w", seg.path, err)
+	}
+	defer f.Close()
+	cut := make([]byte, torn.Bytes)
+	if _, err := f.ReadAt(cut, torn.Offset); err != nil {
+		return fmt.Errorf("journal: repair torn tail of %s: read the %d torn bytes at offset %d: %w", seg.path, torn.Bytes, torn.Offset, err)
+	}
+	if err := saveBroken(fsys, dir, seg.path, cut); err != nil {
+		return err
+	}
+	err = f.Truncate(torn.Offset)
+	if err == nil && torn.Offset < HeaderSize {
+		_, err = f.WriteAt(appendHeader(nil, seg.index, seg.firstSeq), 0)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("journal: repair torn tail of %s: truncate to %d bytes: %w", seg.path, torn.Offset, err)
+	}
+	return nil
+}
+
+// saveBroken durably writes the bytes cut off segPath to a new file named
+// segPath.broken (or .broken.2, .broken.3, ... if taken).
+func saveBroken(fsys vfs.FS, dir, segPath string, data []byte) error {
+	name := segPath + brokenSuffix
+	for n := 2; ; n++ {
+		_, err := fsys.Stat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("journal: save torn tail: %w", err)
+		}
+		name = segPath + brokenSuffix + "." + strconv.Itoa(n)
+	}
+	f, err := fsys.Create(name)
+	if err != nil {
+		return fmt.Errorf("journal: save torn tail to %s: %w", name, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("journal: save torn tail to %s: %w", name, err)
+	}
+	return nil
+}
