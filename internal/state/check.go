@@ -1,0 +1,172 @@
+package state
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+)
+
+// Equal reports whether s and o hold the same jobs, breakers, idempotency
+// keys, next id and config, and if not, the first difference it found. It
+// compares what the ops determine, not how it is laid out: the heap's
+// internal order and the jobs held by Hold are not compared (a held job is
+// pending either way). It is meant for tests (replay equals live).
+func (s *State) Equal(o *State) (bool, string) {
+	if s.cfg != o.cfg {
+		return false, fmt.Sprintf("config %+v vs %+v", s.cfg, o.cfg)
+	}
+	if s.nextID != o.nextID {
+		return false, fmt.Sprintf("next id %d vs %d", s.nextID, o.nextID)
+	}
+	if s.counts != o.counts {
+		return false, fmt.Sprintf("counts %+v vs %+v", s.counts, o.counts)
+	}
+	if len(s.jobs) != len(o.jobs) {
+		return false, fmt.Sprintf("%d jobs vs %d", len(s.jobs), len(o.jobs))
+	}
+	for i, a := range s.jobs {
+		if d := jobDiff(a, o.jobs[i]); d != "" {
+			return false, fmt.Sprintf("job %d: %s", a.ID, d)
+		}
+	}
+	if a, b := s.Running(), o.Running(); !slices.Equal(a, b) {
+		return false, fmt.Sprintf("running %v vs %v", a, b)
+	}
+	if len(s.keys) != len(o.keys) {
+		return false, fmt.Sprintf("%d keys vs %d", len(s.keys), len(o.keys))
+	}
+	for k, id := range s.keys {
+		if oid, ok := o.keys[k]; !ok || oid != id {
+			return false, fmt.Sprintf("key %q: job %d vs %d (present %v)", k, id, oid, ok)
+		}
+	}
+	if len(s.breakers) != len(o.breakers) {
+		return false, fmt.Sprintf("%d breakers vs %d", len(s.breakers), len(o.breakers))
+	}
+	for t, a := range s.breakers {
+		b, ok := o.breakers[t]
+		if !ok || a.State != b.State || a.Until != b.Until || a.Busy != b.Busy || !slices.Equal(a.Fails, b.Fails) {
+			return false, fmt.Sprintf("breaker %q: %+v vs %+v (present %v)", t, a, b, ok)
+		}
+	}
+	return true, ""
+}
+
+// jobDiff returns the first difference between two jobs, or "".
+func jobDiff(a, b *Job) string {
+	switch {
+	case a.ID != b.ID:
+		return fmt.Sprintf("id %d vs %d", a.ID, b.ID)
+	case a.State != b.State:
+		return fmt.Sprintf("state %v vs %v", a.State, b.State)
+	case a.Due != b.Due || a.FirstDue != b.FirstDue || a.EnqueuedAt != b.EnqueuedAt || a.FinishedAt != b.FinishedAt:
+		return fmt.Sprintf("times (due %d, first %d, enqueued %d, finished %d) vs (%d, %d, %d, %d)",
+			a.Due, a.FirstDue, a.EnqueuedAt, a.FinishedAt, b.Due, b.FirstDue, b.EnqueuedAt, b.FinishedAt)
+	case a.Fails != b.Fails || a.Started != b.Started:
+		return fmt.Sprintf("fails/started %d/%d vs %d/%d", a.Fails, a.Started, b.Fails, b.Started)
+	case a.LastError != b.LastError || a.Reason != b.Reason:
+		return fmt.Sprintf("last error/reason %q/%q vs %q/%q", a.LastError, a.Reason, b.LastError, b.Reason)
+	case !specEqual(a.Spec, b.Spec):
+		return fmt.Sprintf("spec %+v vs %+v", a.Spec, b.Spec)
+	case len(a.Attempts) != len(b.Attempts):
+		return fmt.Sprintf("%d attempts vs %d", len(a.Attempts), len(b.Attempts))
+	}
+	for i := range a.Attempts {
+		x, y := a.Attempts[i], b.Attempts[i]
+		if x.N != y.N || x.StartedAt != y.StartedAt || x.EndedAt != y.EndedAt || x.Class != y.Class ||
+			x.Ended != y.Ended || x.Error != y.Error || !bytes.Equal(x.Output, y.Output) {
+			return fmt.Sprintf("attempt %d: %+v vs %+v", x.N, x, y)
+		}
+	}
+	return ""
+}
+
+func specEqual(a, b *Spec) bool {
+	return a.Kind == b.Kind && a.Target == b.Target && bytes.Equal(a.Payload, b.Payload) &&
+		a.Key == b.Key && a.Policy == b.Policy && a.TimeoutMS == b.TimeoutMS
+}
+
+// Check verifies the state's invariants and returns the first one broken:
+// jobs in strictly ascending id order below NextID; each job in exactly one
+// of pending (in the heap or held), running (in the running set) or
+// finished; the counts equal a recount; the heap ordered by (due, id) with
+// every entry's index right; the key index naming exactly the jobs with a
+// key; no zero breaker stored; attempt histories bounded, in order, with a
+// running job's attempt Started open. It costs O(jobs) and is meant for
+// tests.
+func (s *State) Check() error {
+	var recount Counts
+	keyed, held := 0, 0
+	for i, j := range s.jobs {
+		if j.ID == 0 || j.ID >= s.nextID || (i > 0 && s.jobs[i-1].ID >= j.ID) {
+			return fmt.Errorf("job %d out of order (index %d, next id %d)", j.ID, i, s.nextID)
+		}
+		if j.Spec == nil {
+			return fmt.Errorf("job %d has no spec", j.ID)
+		}
+		recount.add(j.State, 1)
+		inHeap := j.index >= 0
+		if inHeap && (int(j.index) >= len(s.heap) || s.heap[j.index] != j) {
+			return fmt.Errorf("job %d: heap index %d is wrong", j.ID, j.index)
+		}
+		if j.held {
+			held++
+		}
+		if (j.State == Pending) != (inHeap != j.held) {
+			return fmt.Errorf("job %d is %v but in heap %v, held %v", j.ID, j.State, inHeap, j.held)
+		}
+		if _, run := s.running[j.ID]; run != (j.State == Running) {
+			return fmt.Errorf("job %d is %v but in the running set %v", j.ID, j.State, run)
+		}
+		if j.Spec.Key != "" {
+			keyed++
+			if s.keys[j.Spec.Key] != j.ID {
+				return fmt.Errorf("job %d: key %q maps to job %d", j.ID, j.Spec.Key, s.keys[j.Spec.Key])
+			}
+		}
+		if err := checkAttempts(j); err != nil {
+			return err
+		}
+	}
+	if recount != s.counts {
+		return fmt.Errorf("counts %+v, recount %+v", s.counts, recount)
+	}
+	if len(s.heap)+held != s.counts.Pending || len(s.running) != s.counts.Running {
+		return fmt.Errorf("heap %d + held %d, running set %d; counts %+v", len(s.heap), held, len(s.running), s.counts)
+	}
+	for i := 1; i < len(s.heap); i++ {
+		if less(s.heap[i], s.heap[(i-1)/2]) {
+			return fmt.Errorf("heap order broken at %d: job %d (due %d) under job %d (due %d)",
+				i, s.heap[i].ID, s.heap[i].Due, s.heap[(i-1)/2].ID, s.heap[(i-1)/2].Due)
+		}
+	}
+	if keyed != len(s.keys) {
+		return fmt.Errorf("%d keyed jobs, %d keys indexed", keyed, len(s.keys))
+	}
+	for t, b := range s.breakers {
+		if b.IsZero() {
+			return fmt.Errorf("breaker %q stored while zero", t)
+		}
+	}
+	return nil
+}
+
+func checkAttempts(j *Job) error {
+	if len(j.Attempts) > MaxAttemptHistory {
+		return fmt.Errorf("job %d keeps %d attempts, limit %d", j.ID, len(j.Attempts), MaxAttemptHistory)
+	}
+	for i, a := range j.Attempts {
+		if a.N == 0 || a.N > j.Started || (i > 0 && j.Attempts[i-1].N >= a.N) {
+			return fmt.Errorf("job %d: attempt %d out of order (started %d)", j.ID, a.N, j.Started)
+		}
+	}
+	if j.State == Running {
+		if a := j.attempt(j.Started); a == nil || a.Ended {
+			return fmt.Errorf("job %d is running but attempt %d is not open", j.ID, j.Started)
+		}
+	}
+	if j.Fails < 0 {
+		return fmt.Errorf("job %d has %d fails", j.ID, j.Fails)
+	}
+	return nil
+}

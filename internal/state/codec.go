@@ -1,0 +1,291 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/runlog/runlog/retry"
+)
+
+// FormatVersion is the version byte that starts every op record this build
+// writes. Decode refuses any other.
+const FormatVersion = 1
+
+// ErrBadOp is wrapped by every Decode error: the bytes are not an op record
+// this build wrote.
+var ErrBadOp = errors.New("state: not a runlog op record")
+
+// ErrNewerFormat is wrapped (with ErrBadOp) when a record carries a format
+// version this build does not know, most likely written by a newer runlog.
+var ErrNewerFormat = errors.New("state: op record format is newer than this build")
+
+// flagBreakerFailed is bit 0 of an outcome op's flags byte.
+const flagBreakerFailed = 1
+
+// Encode appends the record of op to dst and returns the extended slice.
+//
+// The format (version 1; every integer below is a minimal LEB128 varint,
+// "uvarint" unsigned, "varint" zig-zag signed; a string or bytes field is
+// a uvarint length then that many bytes):
+//
+//	byte     version (1)
+//	byte     kind (1-8)
+//	uvarint  id
+//	varint   at
+//	then by kind:
+//	enqueue  varint due, string kind, string target, bytes payload,
+//	         string key, varint attempts, varint base, varint cap,
+//	         varint deadline, varint timeout
+//	start    uvarint attempt
+//	succeed, fail, retry
+//	         uvarint attempt, byte class (0-4), byte flags (bit 0:
+//	         breaker failed), string error, bytes output,
+//	         and for retry only: varint due
+//	defer    varint due
+//	cancel   string reason
+//	revive   varint due
+//
+// Fields a kind does not list are not written. Encode does not validate: an
+// op with kind 0 or above OpRevive, id 0, or an OpEnqueue without a Spec
+// (written as an empty Spec) gives a record Decode rejects or reads back
+// differently. Every op that Decode returns encodes back to the same bytes.
+func Encode(dst []byte, op *Op) []byte {
+	dst = append(dst, FormatVersion, byte(op.Kind))
+	dst = putUvarint(dst, op.ID)
+	dst = putVarint(dst, op.At)
+	switch op.Kind {
+	case OpEnqueue:
+		sp := op.Spec
+		if sp == nil {
+			sp = &Spec{}
+		}
+		dst = putVarint(dst, op.Due)
+		dst = putString(dst, sp.Kind)
+		dst = putString(dst, sp.Target)
+		dst = putBytes(dst, sp.Payload)
+		dst = putString(dst, sp.Key)
+		dst = putVarint(dst, int64(sp.Policy.Attempts))
+		dst = putVarint(dst, sp.Policy.BaseMS)
+		dst = putVarint(dst, sp.Policy.CapMS)
+		dst = putVarint(dst, sp.Policy.DeadlineMS)
+		dst = putVarint(dst, sp.TimeoutMS)
+	case OpStart:
+		dst = putUvarint(dst, uint64(op.Attempt))
+	case OpSucceed, OpFail, OpRetry:
+		dst = putUvarint(dst, uint64(op.Attempt))
+		var flags byte
+		if op.BreakerFailed {
+			flags |= flagBreakerFailed
+		}
+		dst = append(dst, byte(op.Class), flags)
+		dst = putString(dst, op.Error)
+		dst = putBytes(dst, op.Output)
+		if op.Kind == OpRetry {
+			dst = putVarint(dst, op.Due)
+		}
+	case OpDefer, OpRevive:
+		dst = putVarint(dst, op.Due)
+	case OpCancel:
+		dst = putString(dst, op.Error)
+	}
+	return dst
+}
+
+// Decode reads one op record written by Encode. It rejects, with an error
+// wrapping ErrBadOp, anything Encode would not have written for a valid op:
+// an unknown version (also wrapping ErrNewerFormat) or kind, id 0, a
+// non-minimal or overflowing varint, a length past the end, a class or
+// flags byte out of range, trailing bytes. It never panics, and it
+// allocates no more than the size of b (strings, payload and output are
+// copies; the op does not alias b).
+func Decode(b []byte) (Op, error) {
+	d := decoder{b: b}
+	var op Op
+	if len(b) < 2 {
+		return op, d.fail("a record needs at least 2 bytes, got %d", len(b))
+	}
+	if v := b[0]; v != FormatVersion {
+		if v > FormatVersion {
+			return op, fmt.Errorf("%w (%w): record format version %d, this build reads version %d; open this journal with a newer runlog", ErrNewerFormat, ErrBadOp, v, FormatVersion)
+		}
+		return op, d.fail("unknown record format version %d", v)
+	}
+	op.Kind = Kind(b[1])
+	if op.Kind < OpEnqueue || op.Kind > OpRevive {
+		return op, d.fail("unknown op kind %d", b[1])
+	}
+	d.off = 2
+	op.ID = d.uvarint("id")
+	op.At = d.varint("at")
+	if d.err == nil && op.ID == 0 {
+		return op, d.fail("job id 0 (ids start at 1)")
+	}
+	switch op.Kind {
+	case OpEnqueue:
+		op.Due = d.varint("due")
+		sp := &Spec{}
+		sp.Kind = d.string("job kind")
+		sp.Target = d.string("target")
+		sp.Payload = d.bytes("payload")
+		sp.Key = d.string("key")
+		attempts := d.varint("attempts")
+		if d.err == nil && (attempts < math.MinInt || attempts > math.MaxInt) {
+			d.failAt("attempts %d does not fit an int", attempts)
+		}
+		sp.Policy.Attempts = int(attempts)
+		sp.Policy.BaseMS = d.varint("base")
+		sp.Policy.CapMS = d.varint("cap")
+		sp.Policy.DeadlineMS = d.varint("deadline")
+		sp.TimeoutMS = d.varint("timeout")
+		op.Spec = sp
+	case OpStart:
+		op.Attempt = d.attempt()
+	case OpSucceed, OpFail, OpRetry:
+		op.Attempt = d.attempt()
+		class, flags := d.byte("class"), d.byte("flags")
+		if d.err == nil && class > byte(retry.Unsafe) {
+			d.failAt("class %d out of range 0-%d", class, retry.Unsafe)
+		}
+		if d.err == nil && flags&^flagBreakerFailed != 0 {
+			d.failAt("unknown flags %#x", flags)
+		}
+		op.Class, op.BreakerFailed = retry.Class(class), flags&flagBreakerFailed != 0
+		op.Error = d.string("error")
+		op.Output = d.bytes("output")
+		if op.Kind == OpRetry {
+			op.Due = d.varint("due")
+		}
+	case OpDefer, OpRevive:
+		op.Due = d.varint("due")
+	case OpCancel:
+		op.Error = d.string("reason")
+	}
+	if d.err == nil && d.off != len(b) {
+		d.failAt("%d trailing bytes after a %v op", len(b)-d.off, op.Kind)
+	}
+	if d.err != nil {
+		return Op{}, d.err
+	}
+	return op, nil
+}
+
+// decoder reads fields from b at off; after the first error every read
+// returns a zero value and err keeps that first error.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadOp, fmt.Sprintf(format, args...))
+}
+
+func (d *decoder) failAt(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s at byte %d", ErrBadOp, fmt.Sprintf(format, args...), d.off)
+	}
+}
+
+// uvarint reads a minimal LEB128 unsigned varint of at most 64 bits.
+func (d *decoder) uvarint(field string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	var x uint64
+	for i := 0; ; i++ {
+		if d.off+i >= len(d.b) {
+			d.failAt("%s: varint runs past the end", field)
+			return 0
+		}
+		c := d.b[d.off+i]
+		if i == 9 && c > 1 {
+			d.failAt("%s: varint overflows 64 bits", field)
+			return 0
+		}
+		x |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if c == 0 && i > 0 {
+				d.failAt("%s: non-minimal varint", field)
+				return 0
+			}
+			d.off += i + 1
+			return x
+		}
+	}
+}
+
+func (d *decoder) varint(field string) int64 {
+	u := d.uvarint(field)
+	return int64(u>>1) ^ -int64(u&1)
+}
+
+func (d *decoder) attempt() uint32 {
+	n := d.uvarint("attempt")
+	if n > math.MaxUint32 {
+		d.failAt("attempt %d does not fit 32 bits", n)
+		return 0
+	}
+	return uint32(n)
+}
+
+func (d *decoder) byte(field string) byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.b) {
+		d.failAt("%s: missing", field)
+		return 0
+	}
+	c := d.b[d.off]
+	d.off++
+	return c
+}
+
+// raw reads a length-prefixed field, bounded by the bytes left.
+func (d *decoder) raw(field string) []byte {
+	n := d.uvarint(field + " length")
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)-d.off) {
+		d.failAt("%s: length %d but only %d bytes left", field, n, len(d.b)-d.off)
+		return nil
+	}
+	p := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	return p
+}
+
+func (d *decoder) string(field string) string { return string(d.raw(field)) }
+
+func (d *decoder) bytes(field string) []byte {
+	p := d.raw(field)
+	if len(p) == 0 {
+		return nil
+	}
+	return append([]byte(nil), p...)
+}
+
+func putUvarint(dst []byte, x uint64) []byte {
+	for x >= 0x80 {
+		dst = append(dst, byte(x)|0x80)
+		x >>= 7
+	}
+	return append(dst, byte(x))
+}
+
+func putVarint(dst []byte, x int64) []byte {
+	return putUvarint(dst, uint64(x<<1)^uint64(x>>63))
+}
+
+func putString(dst []byte, s string) []byte {
+	dst = putUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func putBytes(dst []byte, p []byte) []byte {
+	dst = putUvarint(dst, uint64(len(p)))
+	return append(dst, p...)
+}

@@ -1,0 +1,115 @@
+package state
+
+import (
+	"fmt"
+
+	"github.com/runlog/runlog/retry"
+)
+
+// Kind is the kind of an op: one journal record each.
+type Kind uint8
+
+// The ops. The values are part of the record format and must never change.
+const (
+	// OpEnqueue adds a pending job: ID, At (when it was enqueued), Due,
+	// Spec.
+	OpEnqueue Kind = iota + 1
+	// OpStart begins attempt Attempt of a due pending job at At; it also
+	// runs the admission of the job's target breaker at At.
+	OpStart
+	// OpSucceed ends attempt Attempt with a success: the job succeeded.
+	OpSucceed
+	// OpFail makes the job dead (failed) with the reason Error. Attempt
+	// is the attempt it ends, or 0 when admission refused a pending job
+	// (deadline passed, attempts spent).
+	OpFail
+	// OpRetry ends attempt Attempt with a failure that counts against the
+	// job's budget (the seed's Requeue): pending again at Due.
+	OpRetry
+	// OpDefer moves a pending job to Due because its target's breaker
+	// refused it; no attempt is counted.
+	OpDefer
+	// OpCancel cancels a pending or running job with the reason Error.
+	OpCancel
+	// OpRevive makes a dead (or cancelled) job pending again at Due with a
+	// fresh budget: a manual retry.
+	OpRevive
+)
+
+// String returns the op's name ("enqueue", "start", …) or "kind(N)".
+func (k Kind) String() string {
+	switch k {
+	case OpEnqueue:
+		return "enqueue"
+	case OpStart:
+		return "start"
+	case OpSucceed:
+		return "succeed"
+	case OpFail:
+		return "fail"
+	case OpRetry:
+		return "retry"
+	case OpDefer:
+		return "defer"
+	case OpCancel:
+		return "cancel"
+	case OpRevive:
+		return "revive"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// outcome reports whether k ends an attempt.
+func (k Kind) outcome() bool { return k == OpSucceed || k == OpFail || k == OpRetry }
+
+// Op is one state change, the unit the engine journals before applying it.
+// Fields a kind does not use are zero (and are not encoded).
+type Op struct {
+	// Kind is what the op does.
+	Kind Kind
+	// ID is the job's id (1 or more).
+	ID uint64
+	// At is when the op happened, in ms since the Unix epoch: the enqueue
+	// time, the start's now, the outcome's time, the cancel time.
+	At int64
+	// Due is the job's new due time: for OpEnqueue, OpRetry (the next
+	// try), OpDefer (when the breaker may admit) and OpRevive.
+	Due int64
+	// Attempt is, for OpStart, the attempt it begins (attempts started
+	// so far + 1); for an outcome op, the attempt it ends, or 0 for an
+	// OpFail that is not tied to an attempt.
+	Attempt uint32
+	// Spec is the job's definition, for OpEnqueue only. Apply keeps the
+	// pointer: the caller must not modify it afterwards.
+	Spec *Spec
+	// Class is, for outcome ops, how the attempt ended (0 when the op is
+	// not tied to an attempt).
+	Class retry.Class
+	// BreakerFailed is, for outcome ops, whether the attempt counts as a
+	// failure for its target's breaker.
+	BreakerFailed bool
+	// Error is the reason of OpFail and OpCancel and the error text of
+	// OpRetry.
+	Error string
+	// Output is, for outcome ops, the attempt's output, already bounded
+	// by the caller. Apply keeps it: the caller must not modify it
+	// afterwards.
+	Output []byte
+}
+
+// Spec is what a job is: its definition, fixed at enqueue.
+type Spec struct {
+	// Kind names the handler that runs the job.
+	Kind string
+	// Target names the downstream the job talks to; one breaker per
+	// target.
+	Target string
+	// Payload is the job's input, opaque to runlog.
+	Payload []byte
+	// Key is the idempotency key; "" for none.
+	Key string
+	// Policy is the job's retry policy.
+	Policy retry.Policy
+	// TimeoutMS bounds one attempt, in ms; 0 for none.
+	TimeoutMS int64
+}
