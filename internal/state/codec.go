@@ -113,13 +113,13 @@ func Decode(b []byte) (Op, error) {
 	}
 	op.Kind = Kind(b[1])
 	if op.Kind < OpEnqueue || op.Kind > OpRevive {
-		return op, d.fail("unknown op kind %d", b[1])
+		return Op{}, d.fail("unknown op kind %d", b[1])
 	}
 	d.off = 2
 	op.ID = d.uvarint("id")
 	op.At = d.varint("at")
 	if d.err == nil && op.ID == 0 {
-		return op, d.fail("job id 0 (ids start at 1)")
+		return Op{}, d.fail("job id 0 (ids start at 1)")
 	}
 	switch op.Kind {
 	case OpEnqueue:

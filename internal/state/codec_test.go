@@ -1,0 +1,246 @@
+package state
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/runlog/runlog/retry"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/ops.golden from the current encoder")
+
+// goldenOps is one op of every kind and shape; their encodings are pinned
+// in testdata/ops.golden.
+func goldenOps() []struct {
+	name string
+	op   Op
+} {
+	spec := &Spec{
+		Kind: "email", Target: "smtp://mail.example.com:25", Payload: []byte("hi"), Key: "order-42",
+		Policy: retry.Policy{Attempts: 3, BaseMS: 500, CapMS: 30000, DeadlineMS: 60000}, TimeoutMS: 10000,
+	}
+	return []struct {
+		name string
+		op   Op
+	}{
+		{"enqueue", Op{Kind: OpEnqueue, ID: 1, At: 1700000000000, Due: 1700000000500, Spec: spec}},
+		{"enqueue-minimal", Op{Kind: OpEnqueue, ID: 2, At: 0, Due: -1, Spec: &Spec{Policy: retry.Policy{Attempts: 1}}}},
+		{"start", Op{Kind: OpStart, ID: 1, At: 1700000000500, Attempt: 1}},
+		{"retry", Op{Kind: OpRetry, ID: 1, At: 1700000000600, Due: 1700000001100, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503", Output: []byte("busy")}},
+		{"succeed", Op{Kind: OpSucceed, ID: 1, At: 1700000001200, Attempt: 2, Class: retry.Success}},
+		{"fail-attempt", Op{Kind: OpFail, ID: 7, At: 1700000000000, Attempt: 3, Class: retry.Permanent, Error: "permanent failure: 404"}},
+		{"fail-admission", Op{Kind: OpFail, ID: 7, At: 1700000000000, Error: "deadline passed before the first attempt"}},
+		{"defer", Op{Kind: OpDefer, ID: 7, At: 1700000000000, Due: 1700000030000}},
+		{"cancel", Op{Kind: OpCancel, ID: 7, At: 1700000000000, Error: "by operator"}},
+		{"revive", Op{Kind: OpRevive, ID: 18446744073709551615, At: 1700000000000, Due: 1700000000000}},
+	}
+}
+
+func TestGoldenEncoding(t *testing.T) {
+	var out strings.Builder
+	for _, g := range goldenOps() {
+		fmt.Fprintf(&out, "%s %s\n", g.name, hex.EncodeToString(Encode(nil, &g.op)))
+	}
+	path := filepath.Join("testdata", "ops.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/state -run TestGoldenEncoding -update to create it)", err)
+	}
+	if got := out.String(); got != string(want) {
+		t.Fatalf("the op encoding changed; a changed format needs a new FormatVersion, not new bytes for version 1.\n"+
+			"got:\n%s\nwant:\n%s\n(if the change is intended, rerun with -update)", got, want)
+	}
+	// Every golden record decodes back to its op.
+	for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+		name, hx, _ := strings.Cut(line, " ")
+		b, err := hex.DecodeString(hx)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		op, err := Decode(b)
+		if err != nil {
+			t.Fatalf("%s: Decode: %v", name, err)
+		}
+		for _, g := range goldenOps() {
+			if g.name == name {
+				if d := opDiff(op, g.op); d != "" {
+					t.Errorf("%s: decoded %s", name, d)
+				}
+			}
+		}
+	}
+}
+
+// TestEncodeFirstBytes pins the layout by hand for one record, so the
+// golden file is not the only witness.
+func TestEncodeFirstBytes(t *testing.T) {
+	got := Encode(nil, &Op{Kind: OpStart, ID: 300, At: -1, Attempt: 2})
+	want := []byte{1, byte(OpStart), 0xac, 0x02, 0x01, 0x02}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Encode(start) = % x, want % x", got, want)
+	}
+	if got := Encode([]byte{9}, &Op{Kind: OpCancel, ID: 1}); !bytes.Equal(got, []byte{9, 1, byte(OpCancel), 1, 0, 0}) {
+		t.Fatalf("Encode does not append: % x", got)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	valid := Encode(nil, &goldenOps()[3].op) // a retry, which has every outcome field
+	enq := Encode(nil, &goldenOps()[0].op)
+	tests := []struct {
+		name  string
+		b     []byte
+		want  string
+		newer bool
+	}{
+		{"empty", nil, "at least 2 bytes", false},
+		{"one byte", []byte{1}, "at least 2 bytes", false},
+		{"version 0", []byte{0, 1, 1, 0}, "unknown record format version 0", false},
+		{"newer version", []byte{2, 1, 1, 0}, "format version 2", true},
+		{"kind 0", []byte{1, 0, 1, 0}, "unknown op kind 0", false},
+		{"kind 9", []byte{1, 9, 1, 0}, "unknown op kind 9", false},
+		{"id 0", []byte{1, byte(OpCancel), 0, 0, 0}, "job id 0", false},
+		{"truncated id", []byte{1, byte(OpCancel), 0x80}, "id: varint runs past the end", false},
+		{"non-minimal id", []byte{1, byte(OpCancel), 0x81, 0x00, 0, 0}, "id: non-minimal varint", false},
+		{"overflowing id", []byte{1, byte(OpCancel), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0}, "id: varint overflows", false},
+		{"missing at", []byte{1, byte(OpCancel), 1}, "at: varint runs past the end", false},
+		{"attempt over 32 bits", []byte{1, byte(OpStart), 1, 0, 0x80, 0x80, 0x80, 0x80, 0x10}, "does not fit 32 bits", false},
+		{"missing class", []byte{1, byte(OpSucceed), 1, 0, 1}, "class: missing", false},
+		{"class 5", []byte{1, byte(OpSucceed), 1, 0, 1, 5, 0, 0, 0}, "class 5 out of range", false},
+		{"unknown flag", []byte{1, byte(OpSucceed), 1, 0, 1, 1, 2, 0, 0}, "unknown flags 0x2", false},
+		{"string past the end", []byte{1, byte(OpCancel), 1, 0, 5, 'a'}, "reason: length 5 but only 1 bytes left", false},
+		{"trailing byte", append(append([]byte(nil), valid...), 0), "1 trailing bytes after a retry op", false},
+		{"retry without due", valid[:len(valid)-1], "due: varint runs past the end", false},
+		{"enqueue cut in a string", enq[:30], "target: length 26 but only 8 bytes left", false},
+		{"enqueue cut in the policy", enq[:len(enq)-2], "timeout: varint runs past the end", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			op, err := Decode(tt.b)
+			if !errors.Is(err, ErrBadOp) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Decode(% x) = %+v, %v; want ErrBadOp mentioning %q", tt.b, op, err, tt.want)
+			}
+			if errors.Is(err, ErrNewerFormat) != tt.newer {
+				t.Fatalf("errors.Is(err, ErrNewerFormat) = %v, want %v", !tt.newer, tt.newer)
+			}
+			if op.Kind != 0 || op.Spec != nil {
+				t.Fatalf("a rejected record returned a non-zero op %+v", op)
+			}
+		})
+	}
+}
+
+// TestDecodeDoesNotAlias checks that a decoded op keeps no reference to the
+// record's bytes (the journal reuses its buffers).
+func TestDecodeDoesNotAlias(t *testing.T) {
+	for _, g := range goldenOps() {
+		b := Encode(nil, &g.op)
+		op, err := Decode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", g.name, err)
+		}
+		for i := range b {
+			b[i] = 0xee
+		}
+		if d := opDiff(op, g.op); d != "" {
+			t.Errorf("%s: after overwriting the record the op changed: %s", g.name, d)
+		}
+	}
+}
+
+func TestEncodeEdgeRoundTrips(t *testing.T) {
+	tests := []struct {
+		name string
+		op   Op
+		want Op
+	}{
+		{"enqueue without spec reads back an empty spec", Op{Kind: OpEnqueue, ID: 1}, Op{Kind: OpEnqueue, ID: 1, Spec: &Spec{}}},
+		{"negative policy fields survive", Op{Kind: OpEnqueue, ID: 1, Spec: &Spec{Policy: retry.Policy{Attempts: -1, BaseMS: -2, CapMS: -3, DeadlineMS: -4}, TimeoutMS: -5}},
+			Op{Kind: OpEnqueue, ID: 1, Spec: &Spec{Policy: retry.Policy{Attempts: -1, BaseMS: -2, CapMS: -3, DeadlineMS: -4}, TimeoutMS: -5}}},
+		{"fields a kind does not use are dropped", Op{Kind: OpDefer, ID: 3, Due: 9, Error: "x", Attempt: 4, Class: retry.Success}, Op{Kind: OpDefer, ID: 3, Due: 9}},
+		{"extreme times", Op{Kind: OpRevive, ID: 1, At: -1 << 63, Due: 1<<63 - 1}, Op{Kind: OpRevive, ID: 1, At: -1 << 63, Due: 1<<63 - 1}},
+		{"max attempt", Op{Kind: OpStart, ID: 1, Attempt: 1<<32 - 1}, Op{Kind: OpStart, ID: 1, Attempt: 1<<32 - 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := Encode(nil, &tt.op)
+			got, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := opDiff(got, tt.want); d != "" {
+				t.Fatal(d)
+			}
+			if again := Encode(nil, &got); !bytes.Equal(again, b) {
+				t.Fatalf("re-encoding changed the bytes: % x vs % x", again, b)
+			}
+		})
+	}
+}
+
+func TestKindString(t *testing.T) {
+	want := []string{"kind(0)", "enqueue", "start", "succeed", "fail", "retry", "defer", "cancel", "revive", "kind(9)"}
+	for k, w := range want {
+		if got := Kind(k).String(); got != w {
+			t.Errorf("Kind(%d).String() = %q, want %q", k, got, w)
+		}
+	}
+}
+
+// opDiff returns "" when a and b are the same op (nil and empty byte
+// slices are the same), else a description of the difference.
+func opDiff(a, b Op) string {
+	sa, sb := a.Spec, b.Spec
+	a.Spec, b.Spec = nil, nil
+	oa, ob := a.Output, b.Output
+	if a.Kind != b.Kind || a.ID != b.ID || a.At != b.At || a.Due != b.Due || a.Attempt != b.Attempt ||
+		a.Class != b.Class || a.BreakerFailed != b.BreakerFailed || a.Error != b.Error || !bytes.Equal(oa, ob) {
+		return fmt.Sprintf("%+v (output %q) vs %+v (output %q)", a, oa, b, ob)
+	}
+	if (sa == nil) != (sb == nil) || (sa != nil && !specEqual(sa, sb)) {
+		return fmt.Sprintf("spec %+v vs %+v", sa, sb)
+	}
+	return ""
+}
+
+// FuzzDecode feeds arbitrary bytes to Decode: it must never panic, and
+// every record it accepts must encode back to exactly the same bytes.
+func FuzzDecode(f *testing.F) {
+	for _, g := range goldenOps() {
+		f.Add(Encode(nil, &g.op))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		op, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadOp) {
+				t.Fatalf("Decode error %v does not wrap ErrBadOp", err)
+			}
+			return
+		}
+		if again := Encode(nil, &op); !bytes.Equal(again, b) {
+			t.Fatalf("Decode accepted % x but it encodes back to % x", b, again)
+		}
+		// Applying any decodable op to a small state must not panic and
+		// must keep the invariants.
+		s := New(Config{Circuit: retry.DefaultCircuit()})
+		for _, g := range goldenOps()[:3] {
+			s.Apply(&g.op)
+		}
+		s.Apply(&op)
+		if err := s.Check(); err != nil {
+			t.Fatalf("after %+v: %v", op, err)
+		}
+	})
+}
