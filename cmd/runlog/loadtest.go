@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/runlog/runlog/internal/server"
+)
+
+// runLoadtest (hidden) measures a running server: how many POST /v1/jobs per
+// second it accepts durably from --conns connections, then how fast it
+// delivers those http jobs to a no-op loopback target (started here unless
+// --url names one). The jobs are due --delay after the enqueue phase ends so
+// that the two phases do not overlap. Run it against a fresh data directory:
+// the delivery phase waits for the server's pending and running counts to
+// reach zero.
+func runLoadtest(args []string, stdout, stderr io.Writer) int {
+	var (
+		cf       clientFlags
+		conns    int
+		duration time.Duration
+		kind     string
+		url      string
+		delay    time.Duration
+		deliver  bool
+	)
+	fs := newFlagSet("loadtest", "[flags]", stderr)
+	cf.register(fs)
+	fs.IntVar(&conns, "conns", 64, "concurrent connections enqueuing")
+	fs.DurationVar(&duration, "duration", 10*time.Second, "how long to enqueue")
+	fs.StringVar(&kind, "kind", "http", "job kind (http)")
+	fs.StringVar(&url, "url", "", "target URL of the jobs (default: a no-op target started here)")
+	fs.DurationVar(&delay, "delay", 2*time.Second, "jobs are due this long after the enqueue phase ends")
+	fs.BoolVar(&deliver, "deliver", true, "also measure delivery (wait for every job to finish)")
+	pos, code, ok := parseOrExit(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 || conns < 1 || kind != "http" {
+		fs.Usage()
+		return exitUsage
+	}
+	if err := loadtest(cf, conns, duration, url, delay, deliver, stdout); err != nil {
+		fmt.Fprintln(stderr, "runlog loadtest:", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func loadtest(cf clientFlags, conns int, duration time.Duration, url string, delay time.Duration, deliver bool, stdout io.Writer) error {
+	var (
+		delivered atomic.Int64
+		lastNanos atomic.Int64
+	)
+	if url == "" {
+		target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			delivered.Add(1)
+			lastNanos.Store(time.Now().UnixNano())
+		}))
+		defer target.Close()
+		url = target.URL + "/noop"
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}, Timeout: cf.timeout}
+	c := &server.Client{BaseURL: cf.server, Token: cf.token, HTTP: hc}
+	ctx := context.Background()
+	if err := c.Health(ctx); err != nil {
+		return fmt.Errorf("server %s is not healthy: %w", cf.server, err)
+	}
+	before, err := c.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if before.Pending+before.Running > 0 {
+		return fmt.Errorf("the server has %d pending and %d running jobs; run the load test against a fresh --data directory", before.Pending, before.Running)
+	}
+
+	due := time.Now().Add(duration + delay)
+	body, err := serverJSON(server.JobRequest{Kind: "http", URL: url, Body: "{}", RunAt: due.UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		return err
+	}
+	var (
+		accepted, failed atomic.Int64
+		mu               sync.Mutex
+		lat              []time.Duration
+		firstErr         error
+		wg               sync.WaitGroup
+	)
+	start := time.Now()
+	stop := start.Add(duration)
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for time.Now().Before(stop) {
+				t0 := time.Now()
+				resp, err := hc.Post(cf.server+"/v1/jobs", "application/json", bytes.NewReader(body))
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+					if resp.StatusCode != http.StatusCreated {
+						err = fmt.Errorf("POST /v1/jobs answered %s", resp.Status)
+					}
+				}
+				if err != nil {
+					failed.Add(1)
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					continue
+				}
+				accepted.Add(1)
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	n := accepted.Load()
+	slices.Sort(lat)
+	fmt.Fprintf(stdout, "enqueue: %d jobs accepted durably in %v from %d connections = %.0f jobs/s; latency p50 %v p99 %v; errors %d\n",
+		n, elapsed.Round(time.Millisecond), conns, float64(n)/elapsed.Seconds(), quantile(lat, 0.50), quantile(lat, 0.99), failed.Load())
+	if firstErr != nil {
+		fmt.Fprintf(stdout, "first error: %v\n", firstErr)
+	}
+	if !deliver || n == 0 {
+		return nil
+	}
+
+	time.Sleep(time.Until(due))
+	dueAt := time.Now()
+	for {
+		s, err := c.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if s.Pending+s.Running == 0 {
+			end := time.Now()
+			if last := lastNanos.Load(); last != 0 {
+				end = time.Unix(0, last)
+			}
+			took := end.Sub(dueAt)
+			fmt.Fprintf(stdout, "deliver: %d jobs finished (succeeded %d, failed %d) in %v after becoming due = %.0f jobs/s; the target saw %d deliveries\n",
+				n, s.Succeeded-before.Succeeded, s.Failed-before.Failed, took.Round(time.Millisecond), float64(n)/took.Seconds(), delivered.Load())
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// serverJSON encodes a job request as the API expects it.
+func serverJSON(req server.JobRequest) ([]byte, error) {
+	var b bytes.Buffer
+	err := json.NewEncoder(&b).Encode(req)
+	return b.Bytes(), err
+}
+
+// quantile returns the q-quantile of sorted durations.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[int(q*float64(len(sorted)-1))].Round(time.Microsecond)
+}

@@ -1,0 +1,95 @@
+// Command runlog is the runlog job runner's single binary: the server
+// (runlog serve), a client of its API (enqueue, jobs, job, cancel, retry,
+// targets, stats), the journal tools (journal verify, journal dump) and a
+// self-contained demo (runlog demo).
+//
+// Every flag can also be set by an environment variable: RUNLOG_ followed by
+// the flag name in upper case with '-' as '_' (--data is RUNLOG_DATA,
+// --retry-base is RUNLOG_RETRY_BASE); repeatable flags take a
+// comma-separated list there. A flag on the command line wins.
+//
+// Exit status: 0 success, 1 failure, 64 bad usage; journal verify also
+// exits 2 for a torn tail (which opening the journal repairs) and 3 for
+// corruption.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitTorn    = 2
+	exitCorrupt = 3
+	exitUsage   = 64
+)
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+	hidden  bool
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"serve":    {summary: "run the job server (HTTP API, metrics) on a journal directory", run: runServe},
+		"demo":     {summary: "run a self-contained demo: a server, three simulated targets, thousands of jobs", run: runDemo},
+		"enqueue":  {summary: "enqueue a job on a server and print its id", run: runEnqueue},
+		"jobs":     {summary: "list jobs (filters: --state --kind --target --q)", run: runJobs},
+		"job":      {summary: "show one job with its attempts: job ID", run: runJob},
+		"cancel":   {summary: "cancel a job: cancel [--reason R] ID", run: runCancel},
+		"retry":    {summary: "run a failed job again: retry ID", run: runRetry},
+		"targets":  {summary: "show each target's breaker and job counts", run: runTargets},
+		"stats":    {summary: "show job counts by state and the queue lag", run: runStats},
+		"journal":  {summary: "inspect a journal directory: journal verify DIR | journal dump DIR", run: runJournal},
+		"loadtest": {summary: "measure enqueue and delivery throughput against a server", run: runLoadtest, hidden: true},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "runlog: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	return cmd.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "runlog: a durable job runner\n\nUsage: runlog COMMAND [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for name, c := range commands {
+		if !c.hidden {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-9s %s\n", name, commands[name].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'runlog COMMAND -h' for a command's flags. Every flag can be set by the")
+	fmt.Fprintln(w, "environment too: RUNLOG_<FLAG> (e.g. RUNLOG_DATA, RUNLOG_ADDR, RUNLOG_TOKEN, RUNLOG_SERVER).")
+}

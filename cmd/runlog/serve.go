@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/kinds"
+	"github.com/runlog/runlog/internal/server"
+)
+
+// serveFlags are the flags of runlog serve (and of runlog demo's server).
+type serveFlags struct {
+	data, addr, token, tokenFile       string
+	concurrency, targetConcurrency     int
+	timeout                            time.Duration
+	retryAttempts                      int
+	retryBase, retryCap, retryDeadline time.Duration
+	breakerThreshold, breakerProbes    int
+	breakerWindow, breakerCooldown     time.Duration
+	exec, allowHosts                   listFlag
+	maxBody                            byteSize
+	shutdownTimeout                    time.Duration
+	logFormat, logLevel                string
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.data, "data", "./runlog-data", "journal `directory` (created if missing)")
+	fs.StringVar(&f.addr, "addr", server.DefaultAddr, "listen `address`; beyond loopback a token is required")
+	fs.StringVar(&f.token, "token", "", "bearer `token` required on every API call but /healthz (prefer RUNLOG_TOKEN or --token-file)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the token from this `file`")
+	fs.IntVar(&f.concurrency, "concurrency", 64, "attempts running at once (the pool)")
+	fs.IntVar(&f.targetConcurrency, "target-concurrency", 0, "attempts running at once per target; 0 = no limit")
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "default attempt timeout")
+	fs.IntVar(&f.retryAttempts, "retry-attempts", server.DefaultRetry.Attempts, "default attempts per job, the first included")
+	fs.DurationVar(&f.retryBase, "retry-base", server.DefaultRetry.Base, "default first backoff")
+	fs.DurationVar(&f.retryCap, "retry-cap", server.DefaultRetry.Cap, "default longest backoff")
+	fs.DurationVar(&f.retryDeadline, "retry-deadline", 0, "default deadline from a job's first due time; 0 = none")
+	fs.IntVar(&f.breakerThreshold, "breaker-threshold", 5, "failures within the window that open a target's breaker")
+	fs.DurationVar(&f.breakerWindow, "breaker-window", time.Minute, "window in which breaker failures count")
+	fs.DurationVar(&f.breakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open breaker stays open")
+	fs.IntVar(&f.breakerProbes, "breaker-probes", 1, "attempts a half-open breaker lets through")
+	fs.Var(&f.exec, "exec", "register a command for exec jobs as `NAME=PATH` (repeatable)")
+	fs.Var(&f.allowHosts, "allow-host", "allow http jobs to target this `host` (or host:port, *.domain); repeatable; none = any host")
+	f.maxBody = server.DefaultMaxBody
+	fs.Var(&f.maxBody, "max-body", "largest request body (and job payload), e.g. 1MiB")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, how long running attempts may finish")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// logger builds the slog logger the flags ask for.
+func (f *serveFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", f.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch f.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: use text or json", f.logFormat)
+	}
+}
+
+// config turns the flags into a server configuration.
+func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
+	token := f.token
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return server.Config{}, fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	cmds := make(map[string]string, len(f.exec))
+	for _, spec := range f.exec {
+		name, path, err := kinds.ParseCommand(spec)
+		if err != nil {
+			return server.Config{}, err
+		}
+		if _, dup := cmds[name]; dup {
+			return server.Config{}, fmt.Errorf("--exec %q: %s is registered twice", spec, name)
+		}
+		cmds[name] = path
+	}
+	if f.concurrency < 1 {
+		return server.Config{}, fmt.Errorf("--concurrency %d: must be 1 or more", f.concurrency)
+	}
+	return server.Config{
+		Dir:   f.data,
+		Addr:  f.addr,
+		Token: token,
+		Runner: runlog.Config{
+			Concurrency:       f.concurrency,
+			TargetConcurrency: f.targetConcurrency,
+			Timeout:           f.timeout,
+			Retry:             runlog.RetryPolicy{Attempts: f.retryAttempts, Base: f.retryBase, Cap: f.retryCap, Deadline: f.retryDeadline},
+			Breaker:           runlog.BreakerConfig{Threshold: f.breakerThreshold, Window: f.breakerWindow, Cooldown: f.breakerCooldown, Probes: f.breakerProbes},
+		},
+		Commands:   cmds,
+		AllowHosts: f.allowHosts,
+		MaxBody:    int64(f.maxBody),
+		Logger:     log,
+	}, nil
+}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	var f serveFlags
+	fs := newFlagSet("serve", "[flags]", stderr)
+	f.register(fs)
+	pos, code, ok := parseOrExit(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "runlog serve: unexpected argument %q\n", pos[0])
+		return exitUsage
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "runlog serve:", err)
+		return exitUsage
+	}
+	cfg, err := f.config(log)
+	if err != nil {
+		fmt.Fprintln(stderr, "runlog serve:", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.Start(cfg)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitFailure
+	}
+	code = exitOK
+	select {
+	case <-ctx.Done():
+		log.Info("signal received; stopping (a second signal kills at once)", "timeout", f.shutdownTimeout)
+	case err := <-srv.Failed():
+		log.Error("HTTP server stopped", "err", err)
+		code = exitFailure
+	}
+	stop() // a second signal now ends the process
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return exitFailure
+		}
+		log.Warn("shutdown timeout reached: attempts still running were cut short and run again after a restart")
+	}
+	return code
+}

@@ -1,0 +1,337 @@
+package kinds
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runlog/runlog"
+)
+
+// Headers that runlog adds to every delivery so that the target can
+// deduplicate: the job id and the attempt number (1 for the first attempt).
+const (
+	HeaderJobID   = "Runlog-Job-Id"
+	HeaderAttempt = "Runlog-Attempt"
+)
+
+const (
+	// DefaultMethod is the method of an http job that names none.
+	DefaultMethod = http.MethodPost
+	// responseHead is how many bytes of a response body are kept as the
+	// attempt's output (after the status line).
+	responseHead = 1024
+	// responseDrain is how many more bytes are read and discarded so that
+	// the connection can be reused; a longer body closes the connection.
+	responseDrain = 64 << 10
+	// MaxRetryAfter bounds a target's Retry-After so that a hostile or
+	// confused target cannot park a job for years.
+	MaxRetryAfter = 24 * time.Hour
+	// maxHeaders bounds how many headers a job may carry.
+	maxHeaders = 100
+)
+
+// HTTPRequest is the payload of an http job: the request to deliver.
+type HTTPRequest struct {
+	// URL is the absolute http or https URL to deliver to.
+	URL string `json:"url"`
+	// Method is the request method; empty means POST. Validate upper-cases it.
+	Method string `json:"method,omitempty"`
+	// Headers are added to the request. A "Host" entry sets the Host header.
+	// Runlog-Job-Id and Runlog-Attempt are reserved.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Body is sent as the request body.
+	Body string `json:"body,omitempty"`
+}
+
+// Validate checks r before it is enqueued and normalises its method (empty
+// becomes POST, lower case becomes upper case). allow is the operator's
+// allow-list of target hosts (empty allows every host). Errors wrap
+// ErrInvalid or ErrHostNotAllowed.
+func (r *HTTPRequest) Validate(allow []string) error {
+	u, err := ParseURL(r.URL)
+	if err != nil {
+		return err
+	}
+	if !HostAllowed(u, allow) {
+		return fmt.Errorf("%w: %q is not on the allow-list (--allow-host); ask the operator to add it", ErrHostNotAllowed, u.Host)
+	}
+	if r.Method == "" {
+		r.Method = DefaultMethod
+	}
+	r.Method = strings.ToUpper(r.Method)
+	if !isToken(r.Method) {
+		return fmt.Errorf("%w: method %q is not a valid HTTP method", ErrInvalid, r.Method)
+	}
+	if len(r.Headers) > maxHeaders {
+		return fmt.Errorf("%w: %d headers, at most %d are allowed", ErrInvalid, len(r.Headers), maxHeaders)
+	}
+	for name, value := range r.Headers {
+		if !isToken(name) {
+			return fmt.Errorf("%w: header name %q is not a valid HTTP header name", ErrInvalid, name)
+		}
+		switch http.CanonicalHeaderKey(name) {
+		case HeaderJobID, HeaderAttempt:
+			return fmt.Errorf("%w: header %q is set by runlog on every delivery; remove it", ErrInvalid, name)
+		}
+		if !validHeaderValue(value) {
+			return fmt.Errorf("%w: header %q has a control character in its value", ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// ParseURL parses an http job's URL and checks that it is an absolute http or
+// https URL with a host and, if given, a valid port. Errors wrap ErrInvalid.
+func ParseURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, fmt.Errorf("%w: url is required", ErrInvalid)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: url %q does not parse: %v", ErrInvalid, raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%w: url %q: only http and https URLs are accepted", ErrInvalid, raw)
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("%w: url %q has no host", ErrInvalid, raw)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > math.MaxUint16 {
+			return nil, fmt.Errorf("%w: url %q has an invalid port", ErrInvalid, raw)
+		}
+	}
+	return u, nil
+}
+
+// HTTPTarget returns the breaker key of an http job: the URL's
+// scheme://host:port with the host in lower case and the default port made
+// explicit, e.g. "https://example.com:443". Errors wrap ErrInvalid.
+func HTTPTarget(rawURL string) (string, error) {
+	u, err := ParseURL(rawURL)
+	if err != nil {
+		return "", err
+	}
+	return u.Scheme + "://" + hostPort(u), nil
+}
+
+// hostPort returns u's lower-case host and port, the default port of its
+// scheme made explicit.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// HostAllowed reports whether u may be targeted under the allow-list. An
+// empty list allows every host. An entry is a host name or IP ("example.com",
+// "::1"), a host:port pair ("example.com:8443", "[::1]:8080") or a wildcard
+// for subdomains ("*.example.com"); names compare case-insensitively.
+func HostAllowed(u *url.URL, allow []string) bool {
+	if len(allow) == 0 {
+		return true
+	}
+	host := strings.ToLower(u.Hostname())
+	hp := hostPort(u)
+	for _, entry := range allow {
+		entry = strings.ToLower(strings.TrimSpace(entry))
+		if h, p, err := net.SplitHostPort(entry); err == nil {
+			if net.JoinHostPort(h, p) == hp {
+				return true
+			}
+			continue
+		}
+		entry = strings.TrimSuffix(strings.TrimPrefix(entry, "["), "]")
+		if entry == host {
+			return true
+		}
+		if suffix, ok := strings.CutPrefix(entry, "*."); ok && strings.HasSuffix(host, "."+suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// NewClient returns the client the http kind uses by default: it keeps up to
+// conns idle connections per host, never follows redirects (a 3xx is the
+// target's answer) and has no overall timeout (the attempt's context bounds
+// each delivery).
+func NewClient(conns int) *http.Client {
+	if conns < 1 {
+		conns = 1
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 4 * conns
+	tr.MaxIdleConnsPerHost = conns
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// HTTP returns the handler of the http kind. client sends the requests (nil
+// means NewClient(64)); allow is the allow-list of target hosts, checked
+// again before each delivery. The handler adds the Runlog-Job-Id and
+// Runlog-Attempt headers, records the status line and the first KiB of the
+// body as the attempt's output, and maps the answer onto an outcome as the
+// package doc says.
+func HTTP(client *http.Client, allow []string) runlog.Handler {
+	if client == nil {
+		client = NewClient(64)
+	}
+	return runlog.Handle(func(ctx context.Context, req HTTPRequest) error {
+		return deliver(ctx, client, allow, req)
+	})
+}
+
+func deliver(ctx context.Context, client *http.Client, allow []string, req HTTPRequest) error {
+	if err := req.Validate(allow); err != nil {
+		return runlog.Permanent(err)
+	}
+	var body io.Reader
+	if req.Body != "" {
+		body = strings.NewReader(req.Body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, req.Method, req.URL, body)
+	if err != nil {
+		return runlog.Permanent(fmt.Errorf("%w: %v", ErrInvalid, err))
+	}
+	for name, value := range req.Headers {
+		if http.CanonicalHeaderKey(name) == "Host" {
+			hreq.Host = value
+			continue
+		}
+		hreq.Header.Set(name, value)
+	}
+	if hreq.Header.Get("User-Agent") == "" {
+		hreq.Header.Set("User-Agent", "runlog")
+	}
+	if info, ok := runlog.AttemptFrom(ctx); ok {
+		hreq.Header.Set(HeaderJobID, strconv.FormatUint(info.JobID, 10))
+		hreq.Header.Set(HeaderAttempt, strconv.Itoa(info.Attempt))
+	}
+	resp, err := client.Do(hreq)
+	if err != nil {
+		return fmt.Errorf("deliver %s: %w", req.Method, err)
+	}
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, responseHead))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, responseDrain))
+	_ = resp.Body.Close()
+	runlog.RecordOutput(ctx, append([]byte(resp.Status+"\n"), head...))
+	return statusOutcome(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now())
+}
+
+// statusClass is how the http kind judges a response status.
+type statusClass int
+
+const (
+	classSuccess statusClass = iota
+	classRetryable
+	classPermanent
+)
+
+// classify maps a response status onto an outcome class.
+func classify(status int) statusClass {
+	switch {
+	case status >= 200 && status <= 299:
+		return classSuccess
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests,
+		status >= 500 && status <= 599:
+		return classRetryable
+	default:
+		return classPermanent
+	}
+}
+
+// statusOutcome turns a response status (and its Retry-After header) into
+// the handler's result.
+func statusOutcome(status int, retryAfter string, now time.Time) error {
+	switch classify(status) {
+	case classSuccess:
+		return nil
+	case classRetryable:
+		err := fmt.Errorf("target answered HTTP %d %s", status, http.StatusText(status))
+		if d, ok := parseRetryAfter(retryAfter, now); ok {
+			return runlog.RetryAfter(d, err)
+		}
+		return err
+	default:
+		return runlog.Permanent(fmt.Errorf("target answered HTTP %d %s: not retried; fix the request and retry the job", status, http.StatusText(status)))
+	}
+}
+
+// parseRetryAfter parses a Retry-After value, delay-seconds or an HTTP date,
+// into a delay from now, at most MaxRetryAfter. It reports false for an
+// empty, malformed or past value.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return MaxRetryAfter, true
+			}
+			return 0, false
+		}
+		if secs > uint64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	if d <= 0 {
+		return 0, false
+	}
+	return min(d, MaxRetryAfter), true
+}
+
+// isToken reports whether s is a non-empty RFC 9110 token (method and header
+// names).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether v has no control characters other than
+// horizontal tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

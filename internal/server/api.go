@@ -1,0 +1,354 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/runlog/runlog"
+)
+
+// DefaultMaxBody is the default limit on a request body (1 MiB).
+const DefaultMaxBody = 1 << 20
+
+// APIConfig configures an API.
+type APIConfig struct {
+	// Token, when not empty, is required as "Authorization: Bearer TOKEN"
+	// on every path but /healthz.
+	Token string
+	// MaxBody limits request bodies; larger ones get 413 and nothing is
+	// stored. Defaults to DefaultMaxBody.
+	MaxBody int64
+	// Policy says what job requests may contain.
+	Policy Policy
+	// Metrics, when not nil, is served at GET /metrics.
+	Metrics http.Handler
+	// Logger receives a line per failed request. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// API is the HTTP API of runlog serve over a runner; see docs/api.md and the
+// OpenAPI document served at /v1/openapi.yaml. It is safe for concurrent use.
+type API struct {
+	runner    *runlog.Runner
+	cfg       APIConfig
+	tokenHash [sha256.Size]byte
+	mux       *http.ServeMux
+	accepting atomic.Bool
+}
+
+// NewAPI returns the API over r, accepting jobs.
+func NewAPI(r *runlog.Runner, cfg APIConfig) *API {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &API{runner: r, cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux()}
+	a.accepting.Store(true)
+	a.routes()
+	return a
+}
+
+// SetAccepting sets whether /healthz reports the server as accepting jobs;
+// the server clears it when it starts shutting down.
+func (a *API) SetAccepting(ok bool) { a.accepting.Store(ok) }
+
+func (a *API) routes() {
+	m := a.mux
+	m.HandleFunc("GET /healthz", a.health)
+	m.HandleFunc("POST /v1/jobs", a.enqueue)
+	m.HandleFunc("GET /v1/jobs", a.list)
+	m.HandleFunc("GET /v1/jobs/{id}", a.job)
+	m.HandleFunc("POST /v1/jobs/{id}/cancel", a.cancel)
+	m.HandleFunc("POST /v1/jobs/{id}/retry", a.retry)
+	m.HandleFunc("GET /v1/targets", a.targets)
+	m.HandleFunc("GET /v1/stats", a.stats)
+	m.HandleFunc("GET /v1/openapi.yaml", serveOpenAPI)
+	if a.cfg.Metrics != nil {
+		m.Handle("GET /metrics", a.cfg.Metrics)
+	}
+	// The same paths without a method answer 405 in JSON; anything else 404.
+	allowed := map[string]string{
+		"/healthz": "GET", "/v1/jobs": "GET, POST", "/v1/jobs/{id}": "GET",
+		"/v1/jobs/{id}/cancel": "POST", "/v1/jobs/{id}/retry": "POST",
+		"/v1/targets": "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
+	}
+	if a.cfg.Metrics != nil {
+		allowed["/metrics"] = "GET"
+	}
+	for path, allow := range allowed {
+		m.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, allow))
+		})
+	}
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; see /v1/openapi.yaml", r.URL.Path))
+	})
+}
+
+// ServeHTTP checks the token (every path but exactly /healthz) and routes
+// the request.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Token != "" && r.URL.Path != "/healthz" && !a.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="runlog"`)
+		writeError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token> (the server's --token / RUNLOG_TOKEN)")
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// authorized compares the bearer token in constant time (over hashes, so
+// that not even the length leaks).
+func (a *API) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	got := sha256.Sum256([]byte(h[len(prefix):]))
+	return subtle.ConstantTimeCompare(got[:], a.tokenHash[:]) == 1
+}
+
+func (a *API) health(w http.ResponseWriter, r *http.Request) {
+	if !a.accepting.Load() {
+		writeError(w, http.StatusServiceUnavailable, "shutting down")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := DecodeJobRequest(body, a.cfg.Policy)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.runner.EnqueueJob(r.Context(), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/jobs/"+strconv.FormatUint(res.ID, 10))
+	status := http.StatusCreated
+	if res.Existing {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, Created{ID: res.ID, Existing: res.Existing})
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	f, err := parseListFilter(r.URL.Query())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	page, err := a.runner.List(r.Context(), f)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := JobList{Jobs: make([]Job, 0, len(page.Jobs)), Next: cursor(page.Next)}
+	for _, j := range page.Jobs {
+		out.Jobs = append(out.Jobs, jobView(j, false))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseListFilter reads ?state=&kind=&target=&q=&after=&limit=&order=.
+func parseListFilter(q map[string][]string) (runlog.ListFilter, error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	f := runlog.ListFilter{Kind: get("kind"), Target: get("target"), Search: get("q")}
+	switch s := runlog.State(get("state")); s {
+	case "", runlog.StatePending, runlog.StateRunning, runlog.StateSucceeded, runlog.StateFailed, runlog.StateCancelled:
+		f.State = s
+	default:
+		return f, badRequest("state %q: use pending, running, succeeded, failed or cancelled", s)
+	}
+	if v := get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return f, badRequest("after %q is not a cursor from a previous page's next", v)
+		}
+		f.After = n
+	}
+	if v := get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return f, badRequest("limit %q must be a number from 1 to %d", v, maxPage)
+		}
+		f.Limit = min(n, maxPage)
+	}
+	switch o := get("order"); o {
+	case "", "newest":
+	case "oldest":
+		f.Oldest = true
+	default:
+		return f, badRequest("order %q: use newest or oldest", o)
+	}
+	return f, nil
+}
+
+// maxPage is the largest page GET /v1/jobs returns.
+const maxPage = 1000
+
+func (a *API) job(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	j, err := a.runner.Job(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobView(j, true))
+}
+
+func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	body, ok := a.readBody(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		Reason string `json:"reason"`
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			a.fail(w, r, badRequest("the body must be empty or {\"reason\": \"...\"}: %v", err))
+			return
+		}
+	}
+	if err := a.runner.Cancel(r.Context(), id, in.Reason); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.job(w, r)
+}
+
+func (a *API) retry(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	if err := a.runner.Retry(r.Context(), id); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.job(w, r)
+}
+
+func (a *API) targets(w http.ResponseWriter, r *http.Request) {
+	s, err := a.runner.Stats(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, targetsView(s))
+}
+
+func (a *API) stats(w http.ResponseWriter, r *http.Request) {
+	s, err := a.runner.Stats(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statsView(s, time.Now()))
+}
+
+// pathID parses the {id} path value strictly: decimal digits only.
+func (a *API) pathID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	s := r.PathValue("id")
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		a.fail(w, r, badRequest("job id %q is not a number", s))
+		return 0, false
+	}
+	return id, true
+}
+
+// readBody reads the request body up to MaxBody; past it the client gets
+// 413 and the caller stores nothing.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes (the server's --max-body)", tooBig.Limit))
+			return nil, false
+		}
+		a.fail(w, r, badRequest("reading the body: %v", err))
+		return nil, false
+	}
+	return body, true
+}
+
+// fail answers err with the status its kind calls for.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := statusOf(err)
+	if status >= 500 {
+		a.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeError(w, status, err.Error())
+}
+
+// statusOf maps an error onto an HTTP status.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrBadRequest), errors.Is(err, runlog.ErrInvalid), errors.Is(err, runlog.ErrUnknownKind):
+		return http.StatusBadRequest
+	case errors.Is(err, runlog.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, runlog.ErrFinished), errors.Is(err, runlog.ErrNotFailed):
+		return http.StatusConflict
+	case errors.Is(err, runlog.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, runlog.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = marshal(Error{Error: "encode answer: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, Error{Error: msg})
+}

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/runlog/runlog"
+)
+
+// Metrics collects runlog's Prometheus metrics in a registry of its own. It
+// is the runner's runlog.Observer (attempts, journal syncs) and reads the
+// runner's Stats at each scrape (jobs by state, breakers, queue lag).
+type Metrics struct {
+	reg            *prometheus.Registry
+	attempts       *prometheus.CounterVec
+	attemptSeconds *prometheus.HistogramVec
+	syncSeconds    prometheus.Histogram
+	batchRecords   prometheus.Histogram
+	syncBytes      prometheus.Counter
+}
+
+var _ runlog.Observer = (*Metrics)(nil)
+
+// NewMetrics returns the metrics with the Go runtime and process collectors
+// registered; call Watch once the runner is open.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runlog_attempts_total",
+			Help: "Attempts finished, by job kind, target and outcome (success, retryable, permanent, unsafe).",
+		}, []string{"kind", "target", "outcome"}),
+		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "runlog_attempt_duration_seconds",
+			Help:    "How long attempts ran, by job kind.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"kind"}),
+		syncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "runlog_journal_sync_seconds",
+			Help:    "Latency of one journal group commit (write and fdatasync).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "runlog_journal_batch_records",
+			Help:    "Records made durable by one journal sync (group commit batch size).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		syncBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "runlog_journal_synced_bytes_total",
+			Help: "Bytes made durable in the journal.",
+		}),
+	}
+	m.reg.MustRegister(m.attempts, m.attemptSeconds, m.syncSeconds, m.batchRecords, m.syncBytes,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// AttemptFinished counts a finished attempt (runlog.Observer).
+func (m *Metrics) AttemptFinished(e runlog.AttemptEvent) {
+	m.attempts.WithLabelValues(e.Kind, e.Target, e.Outcome).Inc()
+	m.attemptSeconds.WithLabelValues(e.Kind).Observe(e.Duration.Seconds())
+}
+
+// JournalSynced records a journal sync (runlog.Observer).
+func (m *Metrics) JournalSynced(e runlog.SyncEvent) {
+	m.syncSeconds.Observe(e.Duration.Seconds())
+	m.batchRecords.Observe(float64(e.Records))
+	m.syncBytes.Add(float64(e.Bytes))
+}
+
+// Watch registers the gauges read from r's Stats at each scrape.
+func (m *Metrics) Watch(r *runlog.Runner) {
+	m.reg.MustRegister(statsCollector{r: r})
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Registry returns the registry the metrics live in.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+var (
+	descJobs = prometheus.NewDesc("runlog_jobs",
+		"Jobs by state.", []string{"state"}, nil)
+	descPool = prometheus.NewDesc("runlog_pool_size",
+		"How many attempts may run at once.", nil, nil)
+	descLag = prometheus.NewDesc("runlog_queue_lag_seconds",
+		"How long the oldest due job has waited past its due time.", nil, nil)
+	descBreaker = prometheus.NewDesc("runlog_breaker_state",
+		"1 for the state each target's breaker is in (closed, open, half-open), 0 for the others.", []string{"target", "state"}, nil)
+	descTargetFailures = prometheus.NewDesc("runlog_breaker_recent_failures",
+		"Failures in each target breaker's window.", []string{"target"}, nil)
+	descTargetJobs = prometheus.NewDesc("runlog_target_jobs",
+		"Pending and running jobs per target.", []string{"target", "state"}, nil)
+	breakerStates = []string{"closed", "open", "half-open"}
+)
+
+// statsCollector turns the runner's Stats into gauges at scrape time.
+type statsCollector struct{ r *runlog.Runner }
+
+func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descJobs, descPool, descLag, descBreaker, descTargetFailures, descTargetJobs} {
+		ch <- d
+	}
+}
+
+func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := c.r.Stats(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descJobs, err)
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, st := range []struct {
+		state string
+		n     int
+	}{
+		{"pending", s.Pending}, {"running", s.Running}, {"succeeded", s.Succeeded},
+		{"failed", s.Failed}, {"cancelled", s.Cancelled},
+	} {
+		gauge(descJobs, float64(st.n), st.state)
+	}
+	gauge(descPool, float64(s.PoolSize))
+	gauge(descLag, queueLag(s.OldestDue, time.Now()).Seconds())
+	for _, t := range s.Targets {
+		for _, state := range breakerStates {
+			v := 0.0
+			if t.State == state {
+				v = 1
+			}
+			gauge(descBreaker, v, t.Target, state)
+		}
+		gauge(descTargetFailures, float64(t.RecentFailures), t.Target)
+		gauge(descTargetJobs, float64(t.Pending), t.Target, "pending")
+		gauge(descTargetJobs, float64(t.Running), t.Target, "running")
+	}
+}

@@ -1,0 +1,239 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/kinds"
+)
+
+// Bounds on the common fields of a job request.
+const (
+	maxKeyLen       = 512
+	maxTargetLen    = 512
+	maxRetryAttempt = 1000
+	maxTimeout      = 24 * time.Hour
+)
+
+// ErrBadRequest is wrapped by every error that DecodeJobRequest returns for a
+// request the client must fix; the API answers it with 400.
+var ErrBadRequest = errors.New("server: bad request")
+
+// JobRequest is the JSON body of POST /v1/jobs. Kind is "http" (URL
+// required; Method, Headers, Body optional) or "exec" (Command required; Args,
+// Stdin optional); the other fields are common to both kinds and optional.
+type JobRequest struct {
+	Kind string `json:"kind"`
+
+	URL     string            `json:"url,omitempty"`
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	Stdin   string   `json:"stdin,omitempty"`
+
+	// Key is an idempotency key: a second request with the same key returns
+	// the first job instead of adding one.
+	Key string `json:"key,omitempty"`
+	// RunAt is the due time as RFC 3339; empty means now.
+	RunAt string `json:"run_at,omitempty"`
+	// Target overrides the breaker key (by default scheme://host:port of
+	// the URL for http, "exec:NAME" for exec).
+	Target string `json:"target,omitempty"`
+	// Timeout is the attempt timeout as a Go duration ("30s").
+	Timeout string `json:"timeout,omitempty"`
+	// Retry overrides parts of the server's default retry policy.
+	Retry *RetryRequest `json:"retry,omitempty"`
+}
+
+// RetryRequest is a job's retry policy in a request: the fields left out keep
+// the server's defaults. Durations are Go duration strings.
+type RetryRequest struct {
+	Attempts int    `json:"attempts,omitempty"`
+	Base     string `json:"base,omitempty"`
+	Cap      string `json:"cap,omitempty"`
+	Deadline string `json:"deadline,omitempty"`
+}
+
+// Policy is what the server allows in job requests.
+type Policy struct {
+	// AllowHosts, when not empty, limits the hosts http jobs may target
+	// (see kinds.HostAllowed).
+	AllowHosts []string
+	// Commands are the exec commands the operator registered (name → path).
+	Commands map[string]string
+	// Retry is the default retry policy; a request's retry object overrides
+	// the fields it gives.
+	Retry runlog.RetryPolicy
+}
+
+// DecodeJobRequest decodes and validates the JSON body of POST /v1/jobs into
+// the request the runner enqueues. The job's payload is the JSON of the
+// kind's part of the request (kinds.HTTPRequest or kinds.ExecRequest). Every
+// error wraps ErrBadRequest and says which field to fix.
+func DecodeJobRequest(data []byte, p Policy) (runlog.JobRequest, error) {
+	var req JobRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return runlog.JobRequest{}, badRequest("the body is not a valid job request: %v", err)
+	}
+	if dec.More() {
+		return runlog.JobRequest{}, badRequest("the body has data after the job object; send one JSON object")
+	}
+	return req.Resolve(p)
+}
+
+// Resolve validates req under p and turns it into the request the runner
+// enqueues. Errors wrap ErrBadRequest.
+func (req *JobRequest) Resolve(p Policy) (runlog.JobRequest, error) {
+	var (
+		out runlog.JobRequest
+		err error
+	)
+	out.Kind = req.Kind
+	switch req.Kind {
+	case kinds.KindHTTP:
+		if req.Command != "" || req.Args != nil || req.Stdin != "" {
+			return out, badRequest("command, args and stdin belong to exec jobs, not http jobs")
+		}
+		hr := kinds.HTTPRequest{URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body}
+		if err := hr.Validate(p.AllowHosts); err != nil {
+			return out, invalid(err)
+		}
+		if out.Target, err = kinds.HTTPTarget(hr.URL); err != nil {
+			return out, invalid(err)
+		}
+		out.Payload, err = marshal(hr)
+	case kinds.KindExec:
+		if req.URL != "" || req.Method != "" || req.Headers != nil || req.Body != "" {
+			return out, badRequest("url, method, headers and body belong to http jobs, not exec jobs")
+		}
+		er := kinds.ExecRequest{Command: req.Command, Args: req.Args, Stdin: req.Stdin}
+		if err := er.Validate(p.Commands); err != nil {
+			return out, invalid(err)
+		}
+		out.Target = "exec:" + er.Command
+		out.Payload, err = marshal(er)
+	case "":
+		return out, badRequest("kind is required: http or exec")
+	default:
+		return out, badRequest("unknown kind %q: use http or exec", req.Kind)
+	}
+	if err != nil {
+		return out, badRequest("encode payload: %v", err)
+	}
+	if err := req.resolveCommon(&out, p); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// resolveCommon fills the fields shared by every kind.
+func (req *JobRequest) resolveCommon(out *runlog.JobRequest, p Policy) error {
+	if len(req.Key) > maxKeyLen {
+		return badRequest("key is %d bytes, at most %d are allowed", len(req.Key), maxKeyLen)
+	}
+	out.Key = req.Key
+	if req.Target != "" {
+		if len(req.Target) > maxTargetLen {
+			return badRequest("target is %d bytes, at most %d are allowed", len(req.Target), maxTargetLen)
+		}
+		out.Target = req.Target
+	}
+	if req.RunAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, req.RunAt)
+		if err != nil {
+			return badRequest("run_at %q is not an RFC 3339 time such as 2030-01-02T15:04:05Z", req.RunAt)
+		}
+		out.RunAt = t
+	}
+	if req.Timeout != "" {
+		d, err := parseDuration("timeout", req.Timeout)
+		if err != nil {
+			return err
+		}
+		if d <= 0 || d > maxTimeout {
+			return badRequest("timeout %q must be above 0 and at most %v", req.Timeout, maxTimeout)
+		}
+		out.Timeout = d
+	}
+	if req.Retry != nil {
+		pol, err := req.Retry.resolve(p.Retry)
+		if err != nil {
+			return err
+		}
+		out.Retry = &pol
+	}
+	return nil
+}
+
+// resolve applies r over the default policy def.
+func (r *RetryRequest) resolve(def runlog.RetryPolicy) (runlog.RetryPolicy, error) {
+	pol := def
+	if r.Attempts < 0 || r.Attempts > maxRetryAttempt {
+		return pol, badRequest("retry.attempts must be between 1 and %d", maxRetryAttempt)
+	}
+	if r.Attempts > 0 {
+		pol.Attempts = r.Attempts
+	}
+	for _, f := range []struct {
+		name, value string
+		dst         *time.Duration
+	}{
+		{"retry.base", r.Base, &pol.Base},
+		{"retry.cap", r.Cap, &pol.Cap},
+		{"retry.deadline", r.Deadline, &pol.Deadline},
+	} {
+		if f.value == "" {
+			continue
+		}
+		d, err := parseDuration(f.name, f.value)
+		if err != nil {
+			return pol, err
+		}
+		if d < 0 {
+			return pol, badRequest("%s %q must not be negative", f.name, f.value)
+		}
+		*f.dst = d
+	}
+	if pol.Cap > 0 && pol.Base > pol.Cap {
+		return pol, badRequest("retry.base (%v) is above retry.cap (%v)", pol.Base, pol.Cap)
+	}
+	return pol, nil
+}
+
+func parseDuration(field, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, badRequest("%s %q is not a duration such as 30s, 250ms or 2m", field, s)
+	}
+	return d, nil
+}
+
+// marshal encodes v as compact JSON without HTML escaping (payloads are not
+// embedded in HTML, and escaping would only make them longer).
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+}
+
+// invalid marks a validation error of a kind as the client's to fix.
+func invalid(err error) error {
+	return fmt.Errorf("%w: %w", ErrBadRequest, err)
+}

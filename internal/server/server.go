@@ -1,0 +1,210 @@
+// Package server is runlog serve: the JSON HTTP API over a runlog.Runner
+// (API), its Prometheus metrics (Metrics), and the process that opens the
+// journal, listens and shuts down gracefully (Start, Server.Shutdown).
+//
+// Security: the server listens on loopback by default and refuses any other
+// address without a token; with a token every path but /healthz needs it;
+// request bodies and headers are bounded; no request value becomes a
+// filesystem path.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/kinds"
+)
+
+// Defaults of Config.
+const (
+	DefaultAddr            = "127.0.0.1:7070"
+	DefaultShutdownTimeout = 30 * time.Second
+	// MaxHeaderBytes bounds request headers; larger ones get 431.
+	MaxHeaderBytes = 64 << 10
+)
+
+// ErrInsecure is returned by Start for a non-loopback address without a
+// token.
+var ErrInsecure = errors.New("server: refusing to listen beyond loopback without a token")
+
+// Config configures Start. The zero value (plus Dir) is a valid
+// configuration: loopback, no token, runlog's default policies.
+type Config struct {
+	// Dir is the journal directory (required).
+	Dir string
+	// Addr is the listen address. Defaults to DefaultAddr. A port of 0
+	// picks a free port (see Server.Addr).
+	Addr string
+	// Token, when set, is required on every path but /healthz. Required
+	// when Addr is not a loopback address.
+	Token string
+	// Runner is the engine configuration; Handlers and Observer are set by
+	// Start (the built-in kinds and the metrics), MaxPayload defaults to
+	// MaxBody.
+	Runner runlog.Config
+	// Commands are the exec kind's registered commands (name → absolute
+	// path, see kinds.ParseCommand).
+	Commands map[string]string
+	// AllowHosts, when not empty, limits the hosts http jobs may target.
+	AllowHosts []string
+	// MaxBody limits request bodies. Defaults to DefaultMaxBody (1 MiB).
+	MaxBody int64
+	// Logger receives structured logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a running runlog serve: an open runner and an HTTP server.
+type Server struct {
+	runner   *runlog.Runner
+	api      *API
+	http     *http.Server
+	ln       net.Listener
+	log      *slog.Logger
+	serveErr chan error // receives Serve's result once
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start checks cfg, opens the journal (replaying it), listens on cfg.Addr and
+// serves the API in the background until Shutdown.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("server: no data directory: set --data or RUNLOG_DATA")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.Token == "" && !IsLoopback(cfg.Addr) {
+		return nil, fmt.Errorf("%w: %s is reachable from other hosts; set --token (or RUNLOG_TOKEN), or listen on 127.0.0.1", ErrInsecure, cfg.Addr)
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	metrics := NewMetrics()
+	rc := cfg.Runner
+	rc.Handlers = kinds.Handlers(kinds.Config{
+		Client:     kinds.NewClient(max(rc.Concurrency, 64)),
+		AllowHosts: cfg.AllowHosts,
+		Commands:   cfg.Commands,
+	})
+	rc.Observer = metrics
+	if rc.Logger == nil {
+		rc.Logger = cfg.Logger
+	}
+	if rc.MaxPayload <= 0 {
+		rc.MaxPayload = int(cfg.MaxBody)
+	}
+	runner, err := runlog.Open(cfg.Dir, rc)
+	if err != nil {
+		return nil, fmt.Errorf("server: open journal %s: %w", cfg.Dir, err)
+	}
+	metrics.Watch(runner)
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		_ = runner.Close(context.Background())
+		return nil, fmt.Errorf("server: listen on %s: %w", cfg.Addr, err)
+	}
+	retry := rc.Retry
+	if retry == (runlog.RetryPolicy{}) {
+		retry = DefaultRetry
+	}
+	api := NewAPI(runner, APIConfig{
+		Token:   cfg.Token,
+		MaxBody: cfg.MaxBody,
+		Policy:  Policy{AllowHosts: cfg.AllowHosts, Commands: cfg.Commands, Retry: retry},
+		Metrics: metrics.Handler(),
+		Logger:  cfg.Logger,
+	})
+	s := &Server{
+		runner: runner,
+		api:    api,
+		ln:     ln,
+		log:    cfg.Logger,
+		http: &http.Server{
+			Handler:           api,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       time.Minute,
+			WriteTimeout:      2 * time.Minute,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    MaxHeaderBytes,
+			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		},
+		serveErr: make(chan error, 1),
+	}
+	go func() { s.serveErr <- s.http.Serve(ln) }()
+	cfg.Logger.Info("runlog serving", "addr", s.Addr(), "data", cfg.Dir, "auth", cfg.Token != "",
+		"exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts))
+	return s, nil
+}
+
+// DefaultRetry is runlog's default retry policy, used to fill the fields a
+// job's retry object leaves out when the server was given none.
+var DefaultRetry = runlog.RetryPolicy{Attempts: 10, Base: 500 * time.Millisecond, Cap: 30 * time.Second}
+
+// Addr returns the address the server listens on (with the real port when
+// Config.Addr asked for port 0).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL returns the base URL of the API, e.g. "http://127.0.0.1:7070".
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Runner returns the server's runner.
+func (s *Server) Runner() *runlog.Runner { return s.runner }
+
+// Handler returns the server's HTTP handler (the API with auth).
+func (s *Server) Handler() http.Handler { return s.api }
+
+// Failed returns a channel that receives the error that stopped the HTTP
+// server if it stops without Shutdown (e.g. the listener broke).
+func (s *Server) Failed() <-chan error { return s.serveErr }
+
+// Shutdown stops gracefully: /healthz turns 503, the listener closes and
+// requests in progress finish, then the runner stops starting attempts,
+// waits for running ones until ctx ends (attempts cut short run again after
+// a restart) and closes the journal. It is safe to call more than once; later
+// calls return the first result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.api.SetAccepting(false)
+		s.log.Info("runlog shutting down")
+		httpErr := s.http.Shutdown(ctx)
+		if httpErr != nil {
+			_ = s.http.Close()
+		}
+		runErr := s.runner.Close(ctx)
+		s.closeErr = errors.Join(httpErr, runErr)
+		if s.closeErr != nil {
+			s.log.Warn("runlog stopped", "err", s.closeErr)
+		} else {
+			s.log.Info("runlog stopped")
+		}
+	})
+	return s.closeErr
+}
+
+// IsLoopback reports whether addr (host:port) listens only on loopback:
+// "localhost" or a loopback IP. An empty host, an unspecified IP (0.0.0.0,
+// ::) and any other name count as reachable from other hosts.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

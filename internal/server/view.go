@@ -1,0 +1,170 @@
+package server
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/runlog/runlog"
+)
+
+// Job is the JSON form of a job in the API (GET /v1/jobs/{id}, and the items
+// of GET /v1/jobs, which leave out History). Times are RFC 3339 and left out
+// when zero.
+type Job struct {
+	ID          uint64          `json:"id"`
+	State       runlog.State    `json:"state"`
+	Kind        string          `json:"kind"`
+	Target      string          `json:"target"`
+	Key         string          `json:"key"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	LastError   string          `json:"last_error"`
+	Reason      string          `json:"reason"`
+	EnqueuedAt  time.Time       `json:"enqueued_at,omitzero"`
+	DueAt       time.Time       `json:"due_at,omitzero"`
+	FinishedAt  time.Time       `json:"finished_at,omitzero"`
+	Timeout     string          `json:"timeout,omitempty"`
+	Retry       *Retry          `json:"retry,omitempty"`
+	Payload     json.RawMessage `json:"payload"`
+	History     []Attempt       `json:"history,omitzero"`
+}
+
+// Retry is the JSON form of a job's retry policy; durations are Go duration
+// strings.
+type Retry struct {
+	Attempts int    `json:"attempts"`
+	Base     string `json:"base"`
+	Cap      string `json:"cap"`
+	Deadline string `json:"deadline,omitempty"`
+}
+
+// Attempt is the JSON form of one attempt in a job's history.
+type Attempt struct {
+	N         int       `json:"n"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	Outcome   string    `json:"outcome"`
+	Error     string    `json:"error"`
+	Output    string    `json:"output"`
+}
+
+// JobList is the answer of GET /v1/jobs. Next is the cursor of the next page
+// (pass it as ?after=), empty on the last page.
+type JobList struct {
+	Jobs []Job  `json:"jobs"`
+	Next string `json:"next"`
+}
+
+// Created is the answer of POST /v1/jobs: 201 with Existing false for a new
+// job, 200 with Existing true when the idempotency key was already held.
+type Created struct {
+	ID       uint64 `json:"id"`
+	Existing bool   `json:"existing"`
+}
+
+// Stats is the answer of GET /v1/stats.
+type Stats struct {
+	Pending   int `json:"pending"`
+	Running   int `json:"running"`
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+	PoolSize  int `json:"pool_size"`
+	// OldestDue is the due time of the oldest pending job that is due.
+	OldestDue time.Time `json:"oldest_due,omitzero"`
+	// QueueLagSeconds is how long that job has waited past its due time.
+	QueueLagSeconds float64 `json:"queue_lag_seconds"`
+	Targets         int     `json:"targets"`
+}
+
+// Target is one item of GET /v1/targets: a target's breaker and its jobs.
+type Target struct {
+	Target         string    `json:"target"`
+	State          string    `json:"state"`
+	OpenUntil      time.Time `json:"open_until,omitzero"`
+	RecentFailures int       `json:"recent_failures"`
+	ProbesInFlight int       `json:"probes_in_flight"`
+	Pending        int       `json:"pending"`
+	Running        int       `json:"running"`
+}
+
+// TargetList is the answer of GET /v1/targets.
+type TargetList struct {
+	Targets []Target `json:"targets"`
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// jobView converts j; withHistory adds its attempts.
+func jobView(j runlog.Job, withHistory bool) Job {
+	v := Job{
+		ID: j.ID, State: j.State, Kind: j.Kind, Target: j.Target, Key: j.Key,
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
+		LastError: j.LastError, Reason: j.Reason,
+		EnqueuedAt: j.EnqueuedAt, DueAt: j.DueAt, FinishedAt: j.FinishedAt,
+		Payload: payloadJSON(j.Payload),
+	}
+	if j.Timeout > 0 {
+		v.Timeout = j.Timeout.String()
+	}
+	if j.Retry != (runlog.RetryPolicy{}) {
+		v.Retry = &Retry{Attempts: j.Retry.Attempts, Base: j.Retry.Base.String(), Cap: j.Retry.Cap.String()}
+		if j.Retry.Deadline > 0 {
+			v.Retry.Deadline = j.Retry.Deadline.String()
+		}
+	}
+	if withHistory {
+		v.History = make([]Attempt, 0, len(j.History))
+		for _, a := range j.History {
+			v.History = append(v.History, Attempt(a))
+		}
+	}
+	return v
+}
+
+// payloadJSON returns a payload as JSON: as is when it is JSON (every job
+// the API enqueued), else as a JSON string.
+func payloadJSON(p []byte) json.RawMessage {
+	if len(p) > 0 && json.Valid(p) {
+		return p
+	}
+	s, _ := json.Marshal(string(p))
+	return s
+}
+
+func statsView(s runlog.Stats, now time.Time) Stats {
+	v := Stats{
+		Pending: s.Pending, Running: s.Running, Succeeded: s.Succeeded,
+		Failed: s.Failed, Cancelled: s.Cancelled, PoolSize: s.PoolSize,
+		OldestDue: s.OldestDue, QueueLagSeconds: queueLag(s.OldestDue, now).Seconds(),
+		Targets: len(s.Targets),
+	}
+	return v
+}
+
+// queueLag is how long the oldest due job has waited.
+func queueLag(oldestDue, now time.Time) time.Duration {
+	if oldestDue.IsZero() || oldestDue.After(now) {
+		return 0
+	}
+	return now.Sub(oldestDue)
+}
+
+func targetsView(s runlog.Stats) TargetList {
+	v := TargetList{Targets: make([]Target, 0, len(s.Targets))}
+	for _, t := range s.Targets {
+		v.Targets = append(v.Targets, Target(t))
+	}
+	return v
+}
+
+func cursor(next uint64) string {
+	if next == 0 {
+		return ""
+	}
+	return strconv.FormatUint(next, 10)
+}
