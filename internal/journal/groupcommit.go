@@ -3,6 +3,7 @@ package journal
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -41,6 +42,30 @@ func (j *Journal) run() {
 		}
 		j.commit(batch)
 		clear(batch)
+		j.letReleasedJoin(len(batch))
+	}
+}
+
+// letReleasedJoin lets the appenders just released (released of them) run
+// before the next group is taken: most of them append again at once, and
+// joining the next group instead of the one after it doubles the records per
+// sync under steady concurrency. It yields the processor while the queue
+// still grows, a few times at most, and costs next to nothing when no one
+// is waiting.
+func (j *Journal) letReleasedJoin(released int) {
+	if released < 2 {
+		return
+	}
+	prev := -1
+	for range 4 {
+		j.mu.Lock()
+		n := len(j.pending)
+		j.mu.Unlock()
+		if n == prev || n >= released {
+			return
+		}
+		prev = n
+		runtime.Gosched()
 	}
 }
 

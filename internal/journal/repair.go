@@ -133,12 +133,14 @@ func cutTail(fsys vfs.FS, dir string, seg segment, torn *TornTail) error {
 		return fmt.Errorf("journal: repair torn tail of %s: %w", seg.path, err)
 	}
 	defer f.Close()
-	cut := make([]byte, torn.Bytes)
-	if _, err := f.ReadAt(cut, torn.Offset); err != nil {
-		return fmt.Errorf("journal: repair torn tail of %s: read the %d torn bytes at offset %d: %w", seg.path, torn.Bytes, torn.Offset, err)
-	}
-	if err := saveBroken(fsys, dir, seg.path, cut); err != nil {
-		return err
+	if torn.Bytes > 0 {
+		cut := make([]byte, torn.Bytes)
+		if _, err := f.ReadAt(cut, torn.Offset); err != nil {
+			return fmt.Errorf("journal: repair torn tail of %s: read the %d torn bytes at offset %d: %w", seg.path, torn.Bytes, torn.Offset, err)
+		}
+		if err := saveBroken(fsys, dir, seg.path, cut); err != nil {
+			return err
+		}
 	}
 	err = f.Truncate(torn.Offset)
 	if err == nil && torn.Offset < HeaderSize {

@@ -508,6 +508,9 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &fs.PathError{Op: "read", Path: f.name, Err: fs.ErrInvalid}
 	}
+	if len(p) == 0 {
+		return 0, nil
+	}
 	if off >= int64(len(f.n.data)) {
 		return 0, io.EOF
 	}

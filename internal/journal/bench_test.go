@@ -1,0 +1,115 @@
+package journal
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// benchDir is where benchmarks write: the same disk the tests use, or
+// RUNLOG_BENCH_DIR.
+func benchDir(b *testing.B) string {
+	if d := os.Getenv("RUNLOG_BENCH_DIR"); d != "" {
+		dir, err := os.MkdirTemp(d, "journal-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	return b.TempDir()
+}
+
+func reportRate(b *testing.B, records int) {
+	b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkRawFdatasync is the raw limit: a 64-byte write and an fdatasync
+// per iteration on the benchmark disk.
+func BenchmarkRawFdatasync(b *testing.B) {
+	f, err := os.Create(filepath.Join(benchDir(b), "raw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	rec := make([]byte, 64)
+	for b.Loop() {
+		if _, err := f.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b, b.N)
+}
+
+func openBench(b *testing.B) *Journal {
+	j, err := Open(benchDir(b), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { j.Close() })
+	return j
+}
+
+// BenchmarkAppendSingle is one appender: one record per fdatasync.
+func BenchmarkAppendSingle(b *testing.B) {
+	j := openBench(b)
+	rec := make([]byte, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := j.Append(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b, b.N)
+}
+
+// BenchmarkAppendConcurrent64 is 64 goroutines appending 64-byte records:
+// group commit shares each fdatasync among them.
+func BenchmarkAppendConcurrent64(b *testing.B) {
+	j := openBench(b)
+	syncs := 0
+	j.opts.OnSync = func(SyncInfo) { syncs++ }
+	const workers = 64
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := (b.N + workers - 1) / workers
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := make([]byte, 64)
+			for range per {
+				if _, err := j.Append(rec); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportRate(b, per*workers)
+	b.ReportMetric(float64(per*workers)/float64(max(syncs, 1)), "records/sync")
+}
+
+// BenchmarkAppendBatch1000 appends 1,000 64-byte records per call.
+func BenchmarkAppendBatch1000(b *testing.B) {
+	j := openBench(b)
+	recs := make([][]byte, 1000)
+	for i := range recs {
+		recs[i] = make([]byte, 64)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := j.AppendBatch(recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b, b.N*len(recs))
+}
