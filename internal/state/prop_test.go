@@ -1,0 +1,323 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/runlog/runlog/retry"
+	"pgregory.net/rapid"
+)
+
+// flight is an attempt the simulated engine has running.
+type flight struct {
+	id uint64
+	n  uint32
+}
+
+// sim is a simulated engine: it decides with the State's decision
+// functions, journals every op through the codec and applies it.
+type sim struct {
+	t        *rapid.T
+	cfg      Config
+	live     *State
+	journal  [][]byte
+	now      int64
+	inFlight []flight
+}
+
+// step journals op (checking that it survives the codec), applies it to the
+// live state and checks the invariants. A zero op is nothing to journal.
+func (m *sim) step(op Op) {
+	if op.Kind == 0 {
+		return
+	}
+	b := Encode(nil, &op)
+	dec, err := Decode(b)
+	if err != nil {
+		m.t.Fatalf("Decode(Encode(%+v)): %v", op, err)
+	}
+	if d := opDiff(dec, op); d != "" {
+		m.t.Fatalf("Decode(Encode(op)) != op: %s", d)
+	}
+	m.journal = append(m.journal, b)
+	m.live.Apply(&op)
+	if op.Kind == OpStart {
+		if j, ok := m.live.Job(op.ID); ok && j.State == Running && j.Started == op.Attempt {
+			m.inFlight = append(m.inFlight, flight{op.ID, op.Attempt})
+		}
+	}
+	if err := m.live.Check(); err != nil {
+		m.t.Fatalf("after %v of job %d: %v", op.Kind, op.ID, err)
+	}
+	m.checkModel()
+}
+
+// checkModel checks what the engine's promises need beyond Check.
+func (m *sim) checkModel() {
+	m.live.Scan(0, false, func(j *Job) bool {
+		if j.State == Failed && j.Reason == "" {
+			m.t.Fatalf("job %d is dead without a reason", j.ID)
+		}
+		if j.Fails > max(j.Spec.Policy.Attempts, 0) {
+			m.t.Fatalf("job %d failed %d times, policy allows %d attempts", j.ID, j.Fails, j.Spec.Policy.Attempts)
+		}
+		return true
+	})
+	c := m.cfg.Circuit
+	m.live.Targets(func(target string, b retry.Breaker) bool {
+		if b.State == retry.HalfOpen && b.Busy > c.Probes {
+			m.t.Fatalf("breaker %q half-open with %d probes, limit %d", target, b.Busy, c.Probes)
+		}
+		if b.State == retry.Closed && len(b.Fails) >= c.Threshold {
+			m.t.Fatalf("breaker %q closed with %d failures, threshold %d", target, len(b.Fails), c.Threshold)
+		}
+		return true
+	})
+}
+
+// replay folds the journal into a new state and compares it with the live
+// one.
+func (m *sim) replay() {
+	s := New(m.cfg)
+	for i, b := range m.journal {
+		op, err := Decode(b)
+		if err != nil {
+			m.t.Fatalf("record %d: %v", i, err)
+		}
+		s.Apply(&op)
+	}
+	if ok, diff := m.live.Equal(s); !ok {
+		m.t.Fatalf("replay of %d ops differs from live: %s", len(m.journal), diff)
+	}
+	if ok, diff := s.Equal(m.live); !ok {
+		m.t.Fatalf("live differs from replay of %d ops: %s", len(m.journal), diff)
+	}
+}
+
+func (m *sim) anyID() uint64 {
+	return rapid.Uint64Range(1, m.live.NextID()).Draw(m.t, "id")
+}
+
+func (m *sim) enqueue() {
+	a := rapid.IntRange(1, 4).Draw(m.t, "attempts")
+	base := rapid.Int64Range(0, 500).Draw(m.t, "base")
+	p := retry.Policy{Attempts: a, BaseMS: base, CapMS: base + rapid.Int64Range(0, 2000).Draw(m.t, "capExtra")}
+	if rapid.Bool().Draw(m.t, "hasDeadline") {
+		p.DeadlineMS = rapid.Int64Range(1, 5000).Draw(m.t, "deadline")
+	}
+	key := rapid.SampledFrom([]string{"", "", "k1", "k2", "k3"}).Draw(m.t, "key")
+	id := m.live.NextID()
+	if rapid.IntRange(0, 9).Draw(m.t, "dupID") == 0 {
+		id = m.anyID() // usually an existing id: a no-op
+	}
+	m.step(Op{Kind: OpEnqueue, ID: id, At: m.now, Due: m.now + rapid.Int64Range(-100, 2000).Draw(m.t, "dueIn"),
+		Spec: &Spec{
+			Kind: "k", Target: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(m.t, "target"),
+			Payload: []byte(rapid.StringN(0, 8, -1).Draw(m.t, "payload")), Key: key, Policy: p,
+			TimeoutMS: rapid.Int64Range(0, 1000).Draw(m.t, "timeout"),
+		}})
+}
+
+// dispatch starts, defers or fails due jobs like the engine does, holding
+// some of them to look past.
+func (m *sim) dispatch() {
+	for range rapid.IntRange(1, 4).Draw(m.t, "claims") {
+		j, ok := m.live.PeekDue(m.now)
+		if !ok {
+			break
+		}
+		if rapid.IntRange(0, 3).Draw(m.t, "hold") == 0 {
+			m.live.Hold(j.ID)
+			continue
+		}
+		op := m.live.Admit(j.ID, m.now)
+		if op.Kind == OpStart {
+			p := j.Spec.Policy
+			if p.DeadlineMS > 0 && j.FirstDue+p.DeadlineMS <= m.now {
+				m.t.Fatalf("job %d started at %d, deadline %d", j.ID, m.now, j.FirstDue+p.DeadlineMS)
+			}
+		}
+		fails := j.Fails
+		m.step(op)
+		if op.Kind == OpDefer && j.Fails != fails {
+			m.t.Fatalf("a defer counted a failure for job %d", j.ID)
+		}
+	}
+	m.live.ReleaseHeld()
+	if err := m.live.Check(); err != nil {
+		m.t.Fatalf("after ReleaseHeld: %v", err)
+	}
+}
+
+func (m *sim) settle() {
+	if len(m.inFlight) == 0 {
+		return
+	}
+	i := rapid.IntRange(0, len(m.inFlight)-1).Draw(m.t, "flight")
+	f := m.inFlight[i]
+	m.inFlight = slices.Delete(m.inFlight, i, i+1)
+	class := retry.Class(rapid.IntRange(int(retry.Success), int(retry.Unsafe)).Draw(m.t, "class"))
+	after := rapid.Int64Range(-1, 3000).Draw(m.t, "after")
+	out := []byte(rapid.StringN(0, 4, -1).Draw(m.t, "output"))
+	op := m.live.Settle(f.id, f.n, class, after, "err", out, m.now, rapid.Uint32().Draw(m.t, "r"))
+	if op.Kind == 0 {
+		m.t.Fatalf("Settle of the open attempt %d of job %d returned nothing", f.n, f.id)
+	}
+	m.step(op)
+}
+
+// restart simulates a crash and reopen: the attempts in flight die, the
+// journal is replayed, and each running job is requeued as an orphan.
+func (m *sim) restart() {
+	m.inFlight = m.inFlight[:0]
+	m.replay()
+	for _, id := range m.live.Running() {
+		m.step(m.live.Orphan(id, m.now))
+	}
+	if len(m.live.Running()) != 0 {
+		m.t.Fatalf("jobs still running after the orphan requeue: %v", m.live.Running())
+	}
+}
+
+// stale applies an op that does not fit the state and checks it changed
+// nothing for its job.
+func (m *sim) stale() {
+	id := m.anyID()
+	j, ok := m.live.Job(id)
+	if !ok {
+		op := Op{Kind: Kind(rapid.IntRange(int(OpStart), int(OpRevive)).Draw(m.t, "kind")), ID: id + m.live.NextID(), At: m.now}
+		if op.Kind == OpStart || op.Kind.outcome() {
+			op.Attempt = 1
+		}
+		counts := m.live.Counts()
+		m.step(op)
+		if m.live.Counts() != counts {
+			m.t.Fatalf("%v of an unknown job changed the counts", op.Kind)
+		}
+		return
+	}
+	before := *j
+	before.Attempts = slices.Clone(j.Attempts)
+	counts := m.live.Counts()
+	var op Op
+	switch rapid.IntRange(0, 3).Draw(m.t, "staleKind") {
+	case 0: // a start with the wrong number
+		op = Op{Kind: OpStart, ID: id, At: m.now, Attempt: j.Started + 2}
+	case 1: // an outcome for an attempt that never started
+		op = Op{Kind: OpSucceed, ID: id, At: m.now, Attempt: j.Started + 1, Class: retry.Success}
+	case 2: // a second outcome for an ended attempt
+		if len(j.Attempts) == 0 || !j.Attempts[0].Ended {
+			return
+		}
+		op = Op{Kind: OpRetry, ID: id, At: m.now, Due: m.now, Attempt: j.Attempts[0].N, Class: retry.Retryable, BreakerFailed: true}
+	case 3: // an enqueue of an existing id
+		op = Op{Kind: OpEnqueue, ID: id, At: m.now, Due: m.now, Spec: &Spec{Target: "z", Policy: retry.Policy{Attempts: 1}}}
+	}
+	m.step(op)
+	if d := jobDiff(&before, j); d != "" || m.live.Counts() != counts {
+		m.t.Fatalf("stale %v changed job %d: %s", op.Kind, id, d)
+	}
+}
+
+// TestReplayEqualsLive is the property the journal relies on: for random
+// sequences of ops made by the decision functions, random outcomes and
+// times, and random cancels, revives, enqueues with keys, restarts and
+// stale ops, every op survives Encode/Decode, the invariants hold after
+// every op, and folding the decoded journal from an empty state gives a
+// state Equal to the live one.
+func TestReplayEqualsLive(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := Config{Circuit: retry.Circuit{
+			Threshold:  rapid.IntRange(1, 4).Draw(t, "threshold"),
+			WindowMS:   rapid.Int64Range(0, 3000).Draw(t, "window"),
+			CooldownMS: rapid.Int64Range(0, 2000).Draw(t, "cooldown"),
+			Probes:     rapid.IntRange(1, 3).Draw(t, "probes"),
+		}}
+		m := &sim{t: t, cfg: cfg, live: New(cfg), now: rapid.Int64Range(0, 1<<41).Draw(t, "start")}
+		steps := rapid.IntRange(1, 200).Draw(t, "steps")
+		for range steps {
+			switch rapid.IntRange(0, 11).Draw(t, "action") {
+			case 0, 1:
+				m.enqueue()
+			case 2, 3, 4:
+				m.dispatch()
+			case 5, 6:
+				m.settle()
+			case 7:
+				m.step(Op{Kind: OpCancel, ID: m.anyID(), At: m.now, Error: "cancelled by test"})
+			case 8:
+				m.step(Op{Kind: OpRevive, ID: m.anyID(), At: m.now, Due: m.now + rapid.Int64Range(0, 500).Draw(t, "reviveIn")})
+			case 9:
+				// Mostly forward; sometimes the wall clock steps back.
+				m.now += rapid.Int64Range(-50, 3000).Draw(t, "dt")
+			case 10:
+				m.restart()
+			case 11:
+				m.stale()
+			}
+		}
+		m.replay()
+	})
+}
+
+// TestReplayLongRun runs one long seeded sequence, so that attempt
+// histories overflow and breakers cycle many times.
+func TestReplayLongRun(t *testing.T) {
+	n := 30
+	if testing.Short() {
+		n = 5
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := Config{Circuit: retry.Circuit{Threshold: 2, WindowMS: 1000, CooldownMS: 200, Probes: 2}}
+		m := &sim{t: t, cfg: cfg, live: New(cfg), now: 1_700_000_000_000}
+		for i := range n * 10 {
+			m.enqueue()
+			for range 3 {
+				m.dispatch()
+				m.settle()
+				m.now += rapid.Int64Range(0, 400).Draw(t, "dt")
+			}
+			if i%97 == 0 {
+				m.restart()
+			}
+		}
+		m.replay()
+		if m.live.Len() == 0 {
+			t.Fatal("no job was enqueued")
+		}
+	})
+}
+
+func ExampleState_Admit() {
+	s := New(Config{Circuit: retry.DefaultCircuit()})
+	enqueue := Op{Kind: OpEnqueue, ID: s.NextID(), At: 1000, Due: 1000, Spec: &Spec{
+		Kind: "webhook", Target: "https://example.com:443", Policy: retry.Policy{Attempts: 2, BaseMS: 500, CapMS: 30000},
+	}}
+	s.Apply(&enqueue)
+	for now := int64(1000); ; {
+		j, ok := s.PeekDue(now)
+		if !ok {
+			now, _ = s.NextDue()
+			continue
+		}
+		op := s.Admit(j.ID, now)
+		s.Apply(&op)
+		fmt.Printf("%d: %v", now, op.Kind)
+		if op.Kind != OpStart {
+			fmt.Println(":", op.Error)
+			return
+		}
+		op = s.Settle(j.ID, op.Attempt, retry.Retryable, -1, "503 Service Unavailable", nil, now+20, 7)
+		s.Apply(&op)
+		fmt.Printf(", then %v: %s\n", op.Kind, j.State)
+		if j.State != Pending {
+			fmt.Println("reason:", j.Reason)
+			return
+		}
+	}
+	// Output:
+	// 1000: start, then retry: pending
+	// 1277: start, then fail: failed
+	// reason: gave up after 2 attempts: 503 Service Unavailable
+}
