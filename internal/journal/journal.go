@@ -288,9 +288,20 @@ func (j *Journal) DropBefore(seq uint64) error {
 	victims := slices.Clone(j.segs[:n])
 	j.segs = slices.Delete(j.segs, 0, n)
 	j.mu.Unlock()
-	for _, v := range victims {
-		if err := removeFiles(j.fs, j.dir, []string{v.path}); err != nil {
-			return fmt.Errorf("%w (the segment is no longer used and will be removed again by a later DropBefore after reopening)", err)
+	for i, v := range victims {
+		if err := j.fs.Remove(v.path); err != nil {
+			// Keep the journal contiguous: the segments not removed stay
+			// in use, so a later drop removes them first.
+			j.mu.Lock()
+			j.segs = append(victims[i:len(victims):len(victims)], j.segs...)
+			j.mu.Unlock()
+			return fmt.Errorf("journal: drop segment %s: %w", v.path, err)
+		}
+		if err := j.fs.SyncDir(j.dir); err != nil {
+			j.mu.Lock()
+			j.segs = append(victims[i+1:len(victims):len(victims)], j.segs...)
+			j.mu.Unlock()
+			return fmt.Errorf("journal: drop segment %s: sync directory: %w", v.path, err)
 		}
 	}
 	return nil
