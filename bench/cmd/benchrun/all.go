@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runlog/runlog/bench/internal/harness"
+)
+
+// config is one configuration of one system: a column of the report.
+type config struct {
+	label, system string
+	mode          harness.Mode
+	redis         string
+	// crash says whether W4 runs for this configuration.
+	crash bool
+}
+
+// entry is one run of the matrix.
+type entry struct {
+	cfg      config
+	workload string
+	conc, n  int
+	extra    []string
+}
+
+// sizes are the workload sizes of a plan.
+type sizes struct {
+	w1N, w3N, w4N     int
+	w1Conc            []int
+	w2Dur             time.Duration
+	w2Conc, w2Prod    int
+	w2Outstanding     int
+	w3Conc, w4Conc    int
+	w4Window, w4Body  time.Duration
+	childLimit, drain time.Duration
+}
+
+var plans = map[string]sizes{
+	"full": {
+		w1N: 20000, w1Conc: []int{16, 256},
+		w2Dur: 10 * time.Second, w2Conc: 64, w2Prod: 16, w2Outstanding: 256,
+		w3N: 1000, w3Conc: 16,
+		w4N: 2000, w4Conc: 16, w4Window: 20 * time.Second, w4Body: time.Millisecond,
+		childLimit: 4 * time.Minute, drain: 2 * time.Minute,
+	},
+	"smoke": {
+		w1N: 500, w1Conc: []int{16},
+		w2Dur: 2 * time.Second, w2Conc: 16, w2Prod: 4, w2Outstanding: 64,
+		w3N: 100, w3Conc: 16,
+		w4N: 200, w4Conc: 16, w4Window: 6 * time.Second, w4Body: time.Millisecond,
+		childLimit: time.Minute, drain: 30 * time.Second,
+	},
+}
+
+// configs lists the configurations to run, in report order.
+func configs(redisAlways, redisEverysec string) []config {
+	var out []config
+	if slices.Contains(harness.Names(), "runlog") {
+		out = append(out, config{label: "runlog", system: "runlog", mode: harness.ModeDefault, crash: true})
+	}
+	for _, m := range []harness.Mode{harness.ModeDefault, harness.ModeTuned} {
+		out = append(out,
+			config{label: "river-pg " + string(m), system: "river-pg", mode: m, crash: true},
+			config{label: "river-sqlite " + string(m), system: "river-sqlite", mode: m, crash: true},
+			config{label: "goqite " + string(m), system: "goqite", mode: m, crash: true},
+			config{label: "asynq-always " + string(m), system: "asynq", mode: m, redis: redisAlways, crash: true},
+			// W4 kills the worker, not Redis: it is the same for both
+			// appendfsync settings, so it runs once, with "always".
+			config{label: "asynq-everysec " + string(m), system: "asynq", mode: m, redis: redisEverysec},
+		)
+	}
+	return out
+}
+
+// matrix expands configurations into runs.
+func matrix(cfgs []config, s sizes) []entry {
+	var out []entry
+	for _, c := range cfgs {
+		for _, conc := range s.w1Conc {
+			out = append(out, entry{cfg: c, workload: harness.W1, conc: conc, n: s.w1N})
+		}
+		out = append(out, entry{cfg: c, workload: harness.W2, conc: s.w2Conc, extra: []string{
+			"-duration", s.w2Dur.String(), "-producers", strconv.Itoa(s.w2Prod), "-outstanding", strconv.Itoa(s.w2Outstanding)}})
+		out = append(out, entry{cfg: c, workload: harness.W3, conc: s.w3Conc, n: s.w3N})
+	}
+	for _, c := range cfgs {
+		if !c.crash {
+			continue
+		}
+		modes := []harness.Mode{c.mode}
+		if c.system == "runlog" {
+			// runlog has no polling, but W4 compares its default retry
+			// backoff with the fastest (base 0).
+			modes = []harness.Mode{harness.ModeDefault, harness.ModeTuned}
+		}
+		for _, m := range modes {
+			cc := c
+			cc.mode = m
+			if c.system == "runlog" {
+				cc.label = "runlog " + string(m)
+			}
+			out = append(out, entry{cfg: cc, workload: harness.W4, conc: s.w4Conc, n: s.w4N, extra: []string{
+				"-window", s.w4Window.String(), "-body", s.w4Body.String()}})
+		}
+	}
+	return out
+}
+
+// cmdAll runs the matrix, one child process per run, appending each
+// result to -out as it arrives.
+func cmdAll(args []string) error {
+	fs := flag.NewFlagSet("all", flag.ExitOnError)
+	planName := fs.String("plan", "full", "full or smoke")
+	out := fs.String("out", "results.jsonl", "file the results are appended to, one JSON per line")
+	only := fs.String("systems", "", "comma-separated labels' systems to run (default: all registered)")
+	pg := fs.String("pg", os.Getenv("BENCH_PG_URL"), "PostgreSQL URL (river-pg)")
+	redisAlways := fs.String("redis-always", os.Getenv("BENCH_REDIS_ALWAYS"), "Redis with appendfsync always")
+	redisEverysec := fs.String("redis-everysec", os.Getenv("BENCH_REDIS_EVERYSEC"), "Redis with appendfsync everysec")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, ok := plans[*planName]
+	if !ok {
+		return fmt.Errorf("-plan is %q; use full or smoke", *planName)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var cfgs []config
+	for _, c := range configs(*redisAlways, *redisEverysec) {
+		if *only != "" && !slices.Contains(strings.Split(*only, ","), c.system) {
+			continue
+		}
+		sys, err := harness.Lookup(c.system)
+		if err != nil {
+			return err
+		}
+		if sys.NeedsPostgres && *pg == "" || sys.NeedsRedis && c.redis == "" {
+			fmt.Fprintf(os.Stderr, "skip %s: its server is not given\n", c.label)
+			continue
+		}
+		cfgs = append(cfgs, c)
+	}
+	runs := matrix(cfgs, s)
+	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	begin := time.Now()
+	for i, e := range runs {
+		fmt.Fprintf(os.Stderr, "[%2d/%d %5.0fs] %-22s %s c=%-3d ", i+1, len(runs), time.Since(begin).Seconds(), e.cfg.label, e.workload, e.conc)
+		r := runChild(self, e, s, *pg)
+		fmt.Fprintln(os.Stderr, summary(r))
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(append(b, '\n')); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%d runs in %.0fs\n", len(runs), time.Since(begin).Seconds())
+	return nil
+}
+
+// runChild runs one entry in a child process and returns its result; a
+// child that fails or times out yields a result with Error set.
+func runChild(self string, e entry, s sizes, pg string) harness.Result {
+	r := harness.Result{Label: e.cfg.label, System: e.cfg.system, Mode: e.cfg.mode, Workload: e.workload, Concurrency: e.conc, N: e.n}
+	dir, err := os.MkdirTemp("", "benchrun-")
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer os.RemoveAll(dir)
+	args := []string{"run", "-system", e.cfg.system, "-label", e.cfg.label, "-mode", string(e.cfg.mode),
+		"-workload", e.workload, "-conc", strconv.Itoa(e.conc), "-n", strconv.Itoa(e.n),
+		"-limit", s.drain.String(), "-dir", dir, "-pg", pg, "-redis", e.cfg.redis}
+	args = append(args, e.extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), s.childLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	runErr := cmd.Run()
+	lines := bytes.Split(bytes.TrimSpace(stdout.Bytes()), []byte{'\n'})
+	if err := json.Unmarshal(lines[len(lines)-1], &r); err != nil {
+		r.Error = fmt.Sprintf("child gave no result (%v): %s", runErr, tail(stderr.String(), 600))
+		return r
+	}
+	if r.MaxRSSKiB == 0 {
+		r.MaxRSSKiB = harness.MaxRSSKiB(cmd.ProcessState)
+	}
+	if r.Error != "" && stderr.Len() > 0 {
+		r.Error += " | stderr: " + tail(stderr.String(), 600)
+	}
+	return r
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return strings.ReplaceAll(s, "\n", " / ")
+}
+
+// summary is the progress line of one run.
+func summary(r harness.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%5.1fs ", r.WallSeconds)
+	switch r.Workload {
+	case harness.W1:
+		fmt.Fprintf(&b, "enqueue %.0f/s batched %.0f/s process %.0f/s", r.EnqueueRate, r.EnqueueBatchRate, r.ProcessRate)
+	case harness.W2:
+		fmt.Fprintf(&b, "%.0f jobs/s p50 %.1fms p99 %.1fms", r.CompleteRate, r.P50Millis, r.P99Millis)
+	case harness.W3:
+		fmt.Fprintf(&b, "%.0f jobs/s missing %d dup %d extra %d", r.CompleteRate, r.Missing, r.Duplicates, r.ExtraAttempts)
+	case harness.W4:
+		fmt.Fprintf(&b, "interrupted %d lost %d twice %d recover %.2fs all %.2fs", r.Interrupted, r.Lost, r.Twice, r.RecoverSeconds, r.AllDoneSeconds)
+	}
+	fmt.Fprintf(&b, " rss %dMiB", r.MaxRSSKiB/1024)
+	if r.Error != "" {
+		fmt.Fprintf(&b, " ERROR: %s", tail(r.Error, 300))
+	}
+	return b.String()
+}

@@ -1,0 +1,58 @@
+package harness
+
+// Result is one run of one workload against one system, as the child
+// process prints it (one JSON object per line) and the report reads it.
+type Result struct {
+	// Label names the system's configuration in the report, e.g.
+	// "river-pg (tuned)".
+	Label    string `json:"label"`
+	System   string `json:"system"`
+	Mode     Mode   `json:"mode"`
+	Workload string `json:"workload"`
+	// Concurrency is the number of jobs the system may run at once.
+	Concurrency int `json:"concurrency"`
+	// N is the number of jobs (W1, W3, W4).
+	N int `json:"n,omitempty"`
+
+	// W1.
+	EnqueueRate      float64 `json:"enqueue_rate,omitempty"`       // jobs/s, one per call
+	EnqueueBatchRate float64 `json:"enqueue_batch_rate,omitempty"` // jobs/s, batched; 0 = no batch API
+	ProcessRate      float64 `json:"process_rate,omitempty"`       // jobs/s, drain
+	WallSeconds      float64 `json:"wall_seconds,omitempty"`       // whole workload
+
+	// W2 and W3.
+	Completed    int     `json:"completed,omitempty"`
+	CompleteRate float64 `json:"complete_rate,omitempty"` // jobs/s
+	P50Millis    float64 `json:"p50_ms,omitempty"`
+	P99Millis    float64 `json:"p99_ms,omitempty"`
+
+	// W1 and W3: exactly-once accounting.
+	Missing    int `json:"missing"`    // jobs that never succeeded
+	Duplicates int `json:"duplicates"` // jobs that succeeded more than once
+	// ExtraAttempts counts attempts beyond the ones the workload asked for
+	// (W3: more than 3 for a job).
+	ExtraAttempts int `json:"extra_attempts"`
+
+	// W4.
+	Lost        int `json:"lost"`
+	Twice       int `json:"twice"`
+	Interrupted int `json:"interrupted,omitempty"` // bodies started, not finished, at the kill
+	// RecoverSeconds is how long after the restart every interrupted job
+	// had run again; -1 when that did not happen within the window.
+	RecoverSeconds float64 `json:"recover_seconds,omitempty"`
+	// AllDoneSeconds is how long after the restart every job had run; -1
+	// when that did not happen within the window.
+	AllDoneSeconds float64 `json:"all_done_seconds,omitempty"`
+	// WindowSeconds is how long the harness waited after the restart.
+	WindowSeconds float64 `json:"window_seconds,omitempty"`
+
+	// MaxRSSKiB is the peak resident set of the process that ran the jobs
+	// (servers not included).
+	MaxRSSKiB int64 `json:"max_rss_kib,omitempty"`
+	// Settings are the durability and polling settings in effect.
+	Settings []Setting `json:"settings,omitempty"`
+	// Notes explain anything unusual about the run.
+	Notes []string `json:"notes,omitempty"`
+	// Error is set when the run failed; its numbers are then partial.
+	Error string `json:"error,omitempty"`
+}
