@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -258,17 +256,6 @@ func TestFailedSyncIsSticky(t *testing.T) {
 	mustClose(t, j)
 }
 
-// crashIters is how many random crashes TestRandomCrashClones takes.
-func crashIters() int {
-	if n, err := strconv.Atoi(os.Getenv("RUNLOG_CRASH_ITERS")); err == nil && n > 0 {
-		return n
-	}
-	if testing.Short() {
-		return 50
-	}
-	return 300
-}
-
 // TestRandomCrashClones is checklist items 10 and 11: power cuts at random
 // moments of random workloads. The disk freezes at a random operation (it
 // and every later one fail, so what was not synced by then never will be),
@@ -281,7 +268,7 @@ func TestRandomCrashClones(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	opts := Options{SegmentSize: 4096, MaxRecordSize: 1024}
-	for it := range crashIters() {
+	for it := range iterations("RUNLOG_CRASH_ITERS", 50, 300) {
 		m := vfs.NewMem()
 		m.SetInjector(vfs.FailFrom(1 + rng.Int64N(400)))
 		l := newLedger()

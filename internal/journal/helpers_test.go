@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -24,6 +25,18 @@ func testSeed(t testing.TB) uint64 {
 	}
 	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
 	return seed
+}
+
+// iterations is how many rounds a randomised test runs: the value of the
+// environment variable env if set, else short in -short mode, else normal.
+func iterations(env string, short, normal int) int {
+	if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n > 0 {
+		return n
+	}
+	if testing.Short() {
+		return short
+	}
+	return normal
 }
 
 // payload is the deterministic content of test record i: lengths from 0 to
