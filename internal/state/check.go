@@ -105,18 +105,11 @@ func (s *State) Check() error {
 			return fmt.Errorf("job %d has no spec", j.ID)
 		}
 		recount.add(j.State, 1)
-		inHeap := j.index >= 0
-		if inHeap && (int(j.index) >= len(s.heap) || s.heap[j.index] != j) {
-			return fmt.Errorf("job %d: heap index %d is wrong", j.ID, j.index)
-		}
 		if j.held {
 			held++
 		}
-		if (j.State == Pending) != (inHeap != j.held) {
-			return fmt.Errorf("job %d is %v but in heap %v, held %v", j.ID, j.State, inHeap, j.held)
-		}
-		if _, run := s.running[j.ID]; run != (j.State == Running) {
-			return fmt.Errorf("job %d is %v but in the running set %v", j.ID, j.State, run)
+		if err := s.checkIndex(j); err != nil {
+			return err
 		}
 		if j.Spec.Key != "" {
 			keyed++
@@ -147,6 +140,34 @@ func (s *State) Check() error {
 		if b.IsZero() {
 			return fmt.Errorf("breaker %q stored while zero", t)
 		}
+	}
+	return nil
+}
+
+// checkIndex checks that j is in the heap or held when pending, in the
+// running set when running, and nowhere else.
+func (s *State) checkIndex(j *Job) error {
+	var set []*Job
+	switch j.State {
+	case Pending:
+		set = s.heap
+		if j.held == (j.index >= 0) {
+			return fmt.Errorf("job %d is pending but in heap %v, held %v", j.ID, j.index >= 0, j.held)
+		}
+	case Running:
+		set = s.running
+	}
+	if j.index < 0 {
+		if j.State == Running {
+			return fmt.Errorf("job %d is running but not in the running set", j.ID)
+		}
+		if j.held && j.State != Pending {
+			return fmt.Errorf("job %d is %v but held", j.ID, j.State)
+		}
+		return nil
+	}
+	if int(j.index) >= len(set) || set[j.index] != j {
+		return fmt.Errorf("job %d (%v): index %d is wrong", j.ID, j.State, j.index)
 	}
 	return nil
 }

@@ -245,7 +245,7 @@ func (d *decoder) byte(field string) byte {
 
 // raw reads a length-prefixed field, bounded by the bytes left.
 func (d *decoder) raw(field string) []byte {
-	n := d.uvarint(field + " length")
+	n := d.uvarint(field)
 	if d.err != nil {
 		return nil
 	}

@@ -99,7 +99,8 @@ type Job struct {
 	Attempts []Attempt
 	// Started is the number of attempts ever started.
 	Started uint32
-	// index is the job's position in the pending heap, or -1.
+	// index is the job's position in the pending heap while it is pending
+	// (-1 while held), in the running set while it is running, else -1.
 	index int32
 	// State is where the job is.
 	State JobState

@@ -52,10 +52,11 @@ type State struct {
 	jobs     []*Job // ascending by ID
 	heap     pendingHeap
 	held     []*Job
-	running  map[uint64]*Job
+	running  []*Job // unordered; a running job's index is its position
 	keys     map[string]uint64
 	breakers map[string]retry.Breaker // only the non-zero ones
 	names    map[string]string        // interned job kinds and targets
+	lastName string                   // the last name interned, a fast path
 	nextID   uint64
 	counts   Counts
 }
@@ -64,7 +65,6 @@ type State struct {
 func New(cfg Config) *State {
 	return &State{
 		cfg:      cfg,
-		running:  make(map[uint64]*Job),
 		keys:     make(map[string]uint64),
 		breakers: make(map[string]retry.Breaker),
 		names:    make(map[string]string),
@@ -143,7 +143,11 @@ func (s *State) enqueue(op *Op) {
 }
 
 func (s *State) intern(name string) string {
+	if name == s.lastName {
+		return s.lastName
+	}
 	if v, ok := s.names[name]; ok {
+		s.lastName = v
 		return v
 	}
 	s.names[name] = name
@@ -159,7 +163,8 @@ func (s *State) start(op *Op) {
 	s.setBreaker(j.Spec.Target, br)
 	s.unqueue(j)
 	s.setState(j, Running)
-	s.running[j.ID] = j
+	j.index = int32(len(s.running))
+	s.running = append(s.running, j)
 	j.Started++
 	j.addAttempt(Attempt{N: op.Attempt, StartedAt: op.At})
 }
@@ -188,7 +193,7 @@ func (s *State) outcome(op *Op) {
 	if j.State != Running || op.Attempt != j.Started {
 		return
 	}
-	delete(s.running, j.ID)
+	s.stopRunning(j)
 	switch op.Kind {
 	case OpSucceed:
 		s.finish(j, Succeeded, op.At, "")
@@ -216,7 +221,7 @@ func (s *State) cancel(op *Op) {
 	case Running:
 		// The attempt stays open: its outcome still feeds the breaker and
 		// the history when it arrives.
-		delete(s.running, j.ID)
+		s.stopRunning(j)
 	default:
 		return
 	}
@@ -243,6 +248,16 @@ func (s *State) setState(j *Job, st JobState) {
 	s.counts.add(j.State, -1)
 	s.counts.add(st, 1)
 	j.State = st
+}
+
+// stopRunning takes a running job out of the running set.
+func (s *State) stopRunning(j *Job) {
+	i, last := j.index, int32(len(s.running)-1)
+	s.running[i] = s.running[last]
+	s.running[i].index = i
+	s.running[last] = nil
+	s.running = s.running[:last]
+	j.index = -1
 }
 
 // unqueue takes a pending job out of the heap or the held set.
@@ -359,8 +374,8 @@ func (s *State) ReleaseHeld() {
 // Running returns the ids of the running jobs, ascending.
 func (s *State) Running() []uint64 {
 	ids := make([]uint64, 0, len(s.running))
-	for id := range s.running {
-		ids = append(ids, id)
+	for _, j := range s.running {
+		ids = append(ids, j.ID)
 	}
 	slices.Sort(ids)
 	return ids
