@@ -401,6 +401,33 @@ func (s *State) Targets(fn func(target string, b retry.Breaker) bool) {
 	}
 }
 
+// TargetLoad returns, per target, how many jobs are pending (held ones
+// included) and running; only the Pending and Running fields are set, and
+// targets with neither are absent. It walks the pending and running jobs,
+// O(pending + running), so it suits a dashboard or a metrics scrape, not a
+// hot path.
+func (s *State) TargetLoad() map[string]Counts {
+	load := make(map[string]Counts)
+	for _, j := range s.heap {
+		c := load[j.Spec.Target]
+		c.Pending++
+		load[j.Spec.Target] = c
+	}
+	for _, j := range s.held {
+		if j.held {
+			c := load[j.Spec.Target]
+			c.Pending++
+			load[j.Spec.Target] = c
+		}
+	}
+	for _, j := range s.running {
+		c := load[j.Spec.Target]
+		c.Running++
+		load[j.Spec.Target] = c
+	}
+	return load
+}
+
 // Counts returns how many jobs are in each state, in O(1).
 func (s *State) Counts() Counts { return s.counts }
 

@@ -609,3 +609,24 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 		}
 	}
 }
+
+func TestTargetLoad(t *testing.T) {
+	s := newTestState()
+	apply(t, s, enq(1, 0, "a", "", pol3), enq(2, 0, "a", "", pol3), enq(3, 0, "b", "", pol3), enq(4, 0, "c", "", pol3),
+		Op{Kind: OpStart, ID: 1, Attempt: 1}, Op{Kind: OpFail, ID: 4, Error: "x"})
+	s.Hold(3)
+	want := map[string]Counts{"a": {Pending: 1, Running: 1}, "b": {Pending: 1}}
+	got := s.TargetLoad()
+	if len(got) != len(want) {
+		t.Fatalf("TargetLoad = %+v, want %+v", got, want)
+	}
+	for target, c := range want {
+		if got[target] != c {
+			t.Fatalf("TargetLoad[%q] = %+v, want %+v", target, got[target], c)
+		}
+	}
+	s.ReleaseHeld()
+	if got := s.TargetLoad()["b"]; got != (Counts{Pending: 1}) {
+		t.Fatalf("after release: %+v", got)
+	}
+}
