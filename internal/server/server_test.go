@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/kinds"
+)
+
+func TestStartRefusesNonLoopbackWithoutToken(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		dir := t.TempDir()
+		_, err := Start(Config{Dir: dir, Addr: addr})
+		if !errors.Is(err, ErrInsecure) || !strings.Contains(err.Error(), "--token") {
+			t.Errorf("Start on %s without a token: %v; want ErrInsecure that names --token", addr, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("Start on %s refused but left %d files in the data directory", addr, len(entries))
+		}
+	}
+	if _, err := Start(Config{Addr: "127.0.0.1:0"}); err == nil {
+		t.Error("Start without a data directory must fail")
+	}
+}
+
+func TestStartWithTokenBeyondLoopback(t *testing.T) {
+	srv, err := Start(Config{Dir: t.TempDir(), Addr: "0.0.0.0:0", Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	_, port, _ := net.SplitHostPort(srv.Addr())
+	c := &Client{BaseURL: "http://127.0.0.1:" + port}
+	var apiErr *APIError
+	if _, err := c.Stats(context.Background()); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
+		t.Fatalf("no token: %v; want 401", err)
+	}
+	c.Token = "tok"
+	if _, err := c.Stats(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHeaderLimit(t *testing.T) {
+	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	req, _ := http.NewRequest("GET", srv.URL()+"/v1/stats", nil)
+	req.Header.Set("X-Big", strings.Repeat("h", 2*MaxHeaderBytes))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("oversized headers = %d; want 431", resp.StatusCode)
+	}
+}
+
+// TestGracefulShutdown (checklist 19): Shutdown waits for running attempts
+// up to its deadline and then cuts them; those jobs are neither lost nor
+// marked done, and run again after a restart.
+func TestGracefulShutdown(t *testing.T) {
+	var (
+		block atomic.Bool
+		after atomic.Int64 // deliveries answered after the restart
+	)
+	block.Store(true)
+	arrived := make(chan struct{}, 16)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if block.Load() {
+			arrived <- struct{}{}
+			<-r.Context().Done()
+			return
+		}
+		after.Add(1)
+	}))
+	defer target.Close()
+	dir := t.TempDir()
+	srv, err := Start(Config{Dir: dir, Addr: "127.0.0.1:0", Runner: runlog.Config{
+		Retry: runlog.RetryPolicy{Attempts: 5, Base: time.Millisecond, Cap: 2 * time.Millisecond},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{BaseURL: srv.URL()}
+	ctx := context.Background()
+	var ids []uint64
+	for range 3 {
+		created, err := c.Enqueue(ctx, JobRequest{Kind: "http", URL: target.URL + "/slow"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, created.ID)
+	}
+	for range 3 {
+		<-arrived
+	}
+	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err = srv.Shutdown(sctx)
+	cancel()
+	t.Logf("Shutdown with attempts in flight: %v", err)
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+	if _, err := c.Stats(ctx); err == nil {
+		t.Fatal("the API still answers after Shutdown")
+	}
+
+	block.Store(false)
+	r, err := runlog.Open(dir, runlog.Config{Handlers: kinds.Handlers(kinds.Config{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	for _, id := range ids {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			j, err := r.Job(ctx, id)
+			if err != nil {
+				t.Fatalf("job %d lost by the shutdown: %v", id, err)
+			}
+			if j.State == runlog.StateSucceeded {
+				break
+			}
+			if j.State == runlog.StateFailed || j.State == runlog.StateCancelled || time.Now().After(deadline) {
+				t.Fatalf("job %d after restart: %s (%s)", id, j.State, j.LastError)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if n := after.Load(); n < int64(len(ids)) {
+		t.Fatalf("%d deliveries after the restart; want every cut job (%d) delivered again", n, len(ids))
+	}
+}
