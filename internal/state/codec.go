@@ -97,8 +97,8 @@ func Encode(dst []byte, op *Op) []byte {
 // an unknown version (also wrapping ErrNewerFormat) or kind, id 0, a
 // non-minimal or overflowing varint, a length past the end, a class or
 // flags byte out of range, trailing bytes. It never panics, and it
-// allocates no more than the size of b (strings, payload and output are
-// copies; the op does not alias b).
+// allocates no more than a Spec plus the size of b (strings, payload and
+// output are copies; the op does not alias b).
 func Decode(b []byte) (Op, error) {
 	d := decoder{b: b}
 	var op Op

@@ -264,9 +264,9 @@ func TestReplayEqualsLive(t *testing.T) {
 // TestReplayLongRun runs one long seeded sequence, so that attempt
 // histories overflow and breakers cycle many times.
 func TestReplayLongRun(t *testing.T) {
-	n := 30
+	n := 15
 	if testing.Short() {
-		n = 5
+		n = 3
 	}
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := Config{Circuit: retry.Circuit{Threshold: 2, WindowMS: 1000, CooldownMS: 200, Probes: 2}}

@@ -630,3 +630,37 @@ func TestTargetLoad(t *testing.T) {
 		t.Fatalf("after release: %+v", got)
 	}
 }
+
+func TestTargetsOrderAndStop(t *testing.T) {
+	s := newTestState()
+	for i, target := range []string{"c", "a", "b"} {
+		id := uint64(i + 1)
+		apply(t, s, enq(id, 0, target, "", pol3), Op{Kind: OpStart, ID: id, Attempt: 1},
+			Op{Kind: OpRetry, ID: id, At: 5, Due: 5, Attempt: 1, BreakerFailed: true})
+	}
+	var all, first []string
+	s.Targets(func(target string, b retry.Breaker) bool {
+		if !slices.Equal(b.Fails, []int64{5}) {
+			t.Fatalf("breaker %q = %+v", target, b)
+		}
+		all = append(all, target)
+		return true
+	})
+	s.Targets(func(target string, _ retry.Breaker) bool { first = append(first, target); return false })
+	if !slices.Equal(all, []string{"a", "b", "c"}) || !slices.Equal(first, []string{"a"}) {
+		t.Fatalf("Targets visited %v, then %v", all, first)
+	}
+	if _, ok := s.ByKey(""); ok {
+		t.Fatal("the empty key is held")
+	}
+}
+
+func TestSettleSaturatesDue(t *testing.T) {
+	s := newTestState()
+	apply(t, s, enq(1, 0, "a", "", pol3), Op{Kind: OpStart, ID: 1, Attempt: 1})
+	const end = int64(^uint64(0) >> 1)
+	op := s.Settle(1, 1, retry.Retryable, 500, "e", nil, end-10, 0)
+	if op.Kind != OpRetry || op.Due != end {
+		t.Fatalf("Settle near the end of time = %+v, want a retry at %d", op, end)
+	}
+}
