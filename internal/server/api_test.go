@@ -21,7 +21,7 @@ import (
 
 // bundle is what an API test works with: a real runner on a temporary
 // journal behind the API, a client, and a loopback target whose /bad path
-// answers 400 and every other path 200.
+// answers 400, /fail 503 and every other path 200.
 type bundle struct {
 	runner *runlog.Runner
 	api    *API
@@ -34,8 +34,11 @@ func setup(t *testing.T, cfg APIConfig) *bundle {
 	t.Helper()
 	b := &bundle{}
 	b.target = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/bad" {
+		switch r.URL.Path {
+		case "/bad":
 			http.Error(w, "bad", http.StatusBadRequest)
+		case "/fail":
+			http.Error(w, "try later", http.StatusServiceUnavailable)
 		}
 	}))
 	t.Cleanup(b.target.Close)
@@ -155,8 +158,9 @@ func TestEnqueueGetAndHistory(t *testing.T) {
 			t.Errorf("%s = %#v; want %#v", field, job[field], want)
 		}
 	}
-	for _, field := range []string{"enqueued_at", "due_at", "finished_at"} {
-		if _, err := time.Parse(time.RFC3339, job[field].(string)); err != nil {
+	for _, field := range []string{"enqueued_at", "finished_at"} {
+		s, _ := job[field].(string)
+		if _, err := time.Parse(time.RFC3339, s); err != nil {
 			t.Errorf("%s = %v: %v", field, job[field], err)
 		}
 	}
@@ -424,6 +428,12 @@ func TestTargetsStatsMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitState(t, c.ID, runlog.StateSucceeded)
+	// Two retryable failures: the target is known to its breaker, still closed.
+	c, err = b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: b.target.URL + "/fail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitState(t, c.ID, runlog.StateFailed)
 	if _, err := b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: b.target.URL + "/later", RunAt: "2099-01-01T00:00:00Z"}); err != nil {
 		t.Fatal(err)
 	}
@@ -431,8 +441,8 @@ func TestTargetsStatsMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Succeeded != 1 || st.Pending != 1 || st.PoolSize != 4 {
-		t.Errorf("stats = %+v; want 1 succeeded, 1 pending, pool 4", st)
+	if st.Succeeded != 1 || st.Failed != 1 || st.Pending != 1 || st.PoolSize != 4 {
+		t.Errorf("stats = %+v; want 1 succeeded, 1 failed, 1 pending, pool 4", st)
 	}
 	tl, err := b.client.Targets(ctx)
 	if err != nil {
@@ -443,8 +453,8 @@ func TestTargetsStatsMetrics(t *testing.T) {
 	for _, tg := range tl.Targets {
 		if tg.Target == want {
 			found = true
-			if tg.State != "closed" {
-				t.Errorf("target %s breaker %q; want closed", want, tg.State)
+			if tg.State != "closed" || tg.RecentFailures != 2 || tg.Pending != 1 {
+				t.Errorf("target %+v; want closed with 2 recent failures and 1 pending job", tg)
 			}
 		}
 	}
@@ -459,6 +469,9 @@ func TestTargetsStatsMetrics(t *testing.T) {
 	text, _ := io.ReadAll(resp.Body)
 	for _, line := range []string{
 		`runlog_jobs{state="succeeded"} 1`,
+		`runlog_jobs{state="failed"} 1`,
+		`runlog_attempts_total{kind="http",outcome="retryable",target="` + want + `"} 2`,
+		`runlog_breaker_recent_failures{target="` + want + `"} 2`,
 		`runlog_jobs{state="pending"} 1`,
 		`runlog_attempts_total{kind="http",outcome="success",target="` + want + `"} 1`,
 		`runlog_breaker_state{state="closed",target="` + want + `"} 1`,
