@@ -1,0 +1,214 @@
+package runlog
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/runlog/runlog/retry"
+)
+
+// Config configures a Runner. The zero value of every field takes the
+// default written next to it; Open applies the defaults, then validates.
+type Config struct {
+	// Concurrency bounds the attempts in flight at once (the pool).
+	// Defaults to 64.
+	Concurrency int
+	// TargetConcurrency bounds the attempts in flight per target.
+	// Defaults to 0: unlimited.
+	TargetConcurrency int
+	// Retry is the policy of jobs that do not give their own. It is stored
+	// with each job when it is enqueued, so a later change applies to new
+	// jobs only. Defaults to 10 attempts, base 500ms, cap 30s, no deadline.
+	Retry RetryPolicy
+	// Breaker configures the circuit breaker kept per target.
+	// Defaults to threshold 5 failures within 1m, cooldown 30s, 1 probe.
+	Breaker BreakerConfig
+	// Timeout is the attempt timeout of jobs and kinds that give none.
+	// Defaults to 1m.
+	Timeout time.Duration
+	// MaxPayload bounds a job's payload in bytes. Defaults to 1 MiB.
+	MaxPayload int
+	// Handlers maps each job kind to the handler that runs it; build them
+	// with Handle. Enqueue refuses kinds that have no handler.
+	Handlers map[string]Handler
+	// Logger receives the runner's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Observer, if set, is told of every attempt and journal sync (metrics).
+	Observer Observer
+	// SegmentSize is the size at which the journal starts a new segment
+	// file (each new segment is zero-filled ahead of use, so that a sync
+	// flushes data, not metadata). Defaults to 16 MiB.
+	SegmentSize int64
+	// Clock is the time source; tests inject a fake one. Defaults to the
+	// system clock.
+	Clock Clock
+	// Rand is the random source of the retry jitter. Defaults to math/rand/v2.
+	Rand func() uint32
+}
+
+// RetryPolicy is how often and how patiently a job is retried.
+type RetryPolicy struct {
+	// Attempts is the number of attempts, the first one included (>= 1).
+	Attempts int
+	// Base is the first backoff; each retry doubles it, up to Cap. The wait
+	// is jittered into [d/2, d].
+	Base time.Duration
+	// Cap is the longest wait between attempts (also the cap of a server's
+	// Retry-After).
+	Cap time.Duration
+	// Deadline, if not 0, is how long after its first due time a job may
+	// still start an attempt; past it the job fails.
+	Deadline time.Duration
+}
+
+// BreakerConfig configures the circuit breaker of each target.
+type BreakerConfig struct {
+	// Threshold failures, each within Window of the newest, open the circuit.
+	Threshold int
+	// Window is how long a failure counts towards Threshold.
+	Window time.Duration
+	// Cooldown is how long the circuit stays open before it half-opens.
+	Cooldown time.Duration
+	// Probes is how many attempts a half-open circuit lets through at once
+	// (>= 1); the first to end closes or reopens it.
+	Probes int
+}
+
+// Observer is told of what the runner does, for metrics. Its methods are
+// called from the runner's goroutines and must not block.
+type Observer interface {
+	// AttemptFinished is called once per attempt that ended.
+	AttemptFinished(AttemptEvent)
+	// JournalSynced is called once per group commit of the journal.
+	JournalSynced(SyncEvent)
+}
+
+// AttemptEvent describes one ended attempt.
+type AttemptEvent struct {
+	Kind, Target string
+	// Outcome is "success", "retryable", "permanent" or "unsafe".
+	Outcome  string
+	Duration time.Duration
+}
+
+// SyncEvent describes one group commit: how many records and bytes one
+// fdatasync made durable, and how long the write and sync took.
+type SyncEvent struct {
+	Records, Bytes int
+	Duration       time.Duration
+}
+
+// Clock is the runner's source of time. Due times are wall-clock; waits use
+// the clock's timers.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// NewTimer returns a channel that receives once d has passed, and a func
+	// that stops the timer.
+	NewTimer(d time.Duration) (<-chan time.Time, func() bool)
+}
+
+// systemClock is the real clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Concurrency == 0 {
+		c.Concurrency = 64
+	}
+	if c.Retry == (RetryPolicy{}) {
+		c.Retry = RetryPolicy{Attempts: 10, Base: 500 * time.Millisecond, Cap: 30 * time.Second}
+	}
+	if c.Breaker == (BreakerConfig{}) {
+		c.Breaker = BreakerConfig{Threshold: 5, Window: time.Minute, Cooldown: 30 * time.Second, Probes: 1}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = time.Minute
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = 1 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = 16 << 20
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Uint32
+	}
+	return c
+}
+
+// validate reports the first invalid field of a defaulted config.
+func (c Config) validate() error {
+	if c.Concurrency < 0 {
+		return fmt.Errorf("%w: Concurrency %d must be >= 0", ErrInvalid, c.Concurrency)
+	}
+	if c.TargetConcurrency < 0 {
+		return fmt.Errorf("%w: TargetConcurrency %d must be >= 0", ErrInvalid, c.TargetConcurrency)
+	}
+	if err := c.Retry.policy().Validate(); err != nil {
+		return fmt.Errorf("%w: Retry: %v", ErrInvalid, err)
+	}
+	if err := c.Breaker.circuit().Validate(); err != nil {
+		return fmt.Errorf("%w: Breaker: %v", ErrInvalid, err)
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("%w: Timeout %v must be >= 0", ErrInvalid, c.Timeout)
+	}
+	if c.MaxPayload < 0 {
+		return fmt.Errorf("%w: MaxPayload %d must be >= 0", ErrInvalid, c.MaxPayload)
+	}
+	for kind, h := range c.Handlers {
+		if kind == "" {
+			return fmt.Errorf("%w: a handler is registered for the empty kind", ErrInvalid)
+		}
+		if h == nil {
+			return fmt.Errorf("%w: the handler of kind %q is nil", ErrInvalid, kind)
+		}
+	}
+	return nil
+}
+
+// policy converts p to the retry package's milliseconds.
+func (p RetryPolicy) policy() retry.Policy {
+	return retry.Policy{
+		Attempts:   p.Attempts,
+		BaseMS:     p.Base.Milliseconds(),
+		CapMS:      p.Cap.Milliseconds(),
+		DeadlineMS: p.Deadline.Milliseconds(),
+	}
+}
+
+// fromPolicy converts a stored policy back.
+func fromPolicy(p retry.Policy) RetryPolicy {
+	return RetryPolicy{
+		Attempts: p.Attempts,
+		Base:     time.Duration(p.BaseMS) * time.Millisecond,
+		Cap:      time.Duration(p.CapMS) * time.Millisecond,
+		Deadline: time.Duration(p.DeadlineMS) * time.Millisecond,
+	}
+}
+
+// circuit converts b to the retry package's milliseconds.
+func (b BreakerConfig) circuit() retry.Circuit {
+	return retry.Circuit{
+		Threshold:  b.Threshold,
+		WindowMS:   b.Window.Milliseconds(),
+		CooldownMS: b.Cooldown.Milliseconds(),
+		Probes:     b.Probes,
+	}
+}

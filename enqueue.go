@@ -1,0 +1,222 @@
+package runlog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+)
+
+// JobRequest is one job to enqueue.
+type JobRequest struct {
+	// Kind names the handler that runs the job (required).
+	Kind string
+	// Payload is given to the handler (at most Config.MaxPayload bytes).
+	Payload []byte
+	// RunAt is the due time; zero means now.
+	RunAt time.Time
+	// Target names the downstream the job talks to: one circuit breaker per
+	// target. Defaults to the kind.
+	Target string
+	// Key is an idempotency key: while a job with this key is held (not
+	// finished, or finished and still retained), enqueueing the same key
+	// again adds nothing and answers that job's id.
+	Key string
+	// Retry overrides Config.Retry for this job.
+	Retry *RetryPolicy
+	// Timeout overrides the attempt timeout for this job.
+	Timeout time.Duration
+}
+
+// EnqueueResult is the answer to one JobRequest.
+type EnqueueResult struct {
+	// ID is the job's id.
+	ID uint64
+	// Existing is set when the key was held by job ID: nothing was added.
+	Existing bool
+}
+
+// EnqueueOption sets a field of the JobRequest that Enqueue builds.
+type EnqueueOption func(*JobRequest)
+
+// RunAt makes the job due at t.
+func RunAt(t time.Time) EnqueueOption { return func(r *JobRequest) { r.RunAt = t } }
+
+// RunIn makes the job due d from now.
+func RunIn(d time.Duration) EnqueueOption {
+	return func(r *JobRequest) { r.RunAt = time.Now().Add(d) }
+}
+
+// Target names the job's target (its breaker). See JobRequest.Target.
+func Target(s string) EnqueueOption { return func(r *JobRequest) { r.Target = s } }
+
+// Key sets the job's idempotency key. See JobRequest.Key.
+func Key(s string) EnqueueOption { return func(r *JobRequest) { r.Key = s } }
+
+// Retry overrides the retry policy of the job.
+func Retry(p RetryPolicy) EnqueueOption { return func(r *JobRequest) { r.Retry = &p } }
+
+// Timeout overrides the attempt timeout of the job.
+func Timeout(d time.Duration) EnqueueOption { return func(r *JobRequest) { r.Timeout = d } }
+
+// Enqueue adds a job of the given kind and returns its id once the job is
+// durable. The payload is encoded as JSON, unless it is a []byte or a
+// json.RawMessage, which are stored as they are.
+func (r *Runner) Enqueue(ctx context.Context, kind string, payload any, opts ...EnqueueOption) (uint64, error) {
+	var raw []byte
+	switch p := payload.(type) {
+	case []byte:
+		raw = p
+	case json.RawMessage:
+		raw = p
+	default:
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return 0, fmt.Errorf("%w: payload of kind %q does not encode as JSON: %v", ErrInvalid, kind, err)
+		}
+		raw = b
+	}
+	req := JobRequest{Kind: kind, Payload: raw}
+	for _, o := range opts {
+		o(&req)
+	}
+	res, err := r.EnqueueJob(ctx, req)
+	return res.ID, err
+}
+
+// EnqueueJob adds one job and answers once it is durable.
+func (r *Runner) EnqueueJob(ctx context.Context, req JobRequest) (EnqueueResult, error) {
+	res, err := r.EnqueueMany(ctx, []JobRequest{req})
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueMany adds many jobs with one durable write (one fdatasync for all)
+// and answers, in order, once they are all durable. If any request is
+// invalid, nothing is added.
+func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueResult, error) {
+	if err := r.usable(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := r.cfg.Clock.Now()
+	jobs := make([]store.NewJob, len(reqs))
+	for i := range reqs {
+		j, err := r.newJob(&reqs[i], now)
+		if err != nil {
+			if len(reqs) > 1 {
+				err = fmt.Errorf("request %d: %w", i, err)
+			}
+			return nil, err
+		}
+		jobs[i] = j
+	}
+	res, err := r.st.Enqueue(ctx, now.UnixMilli(), jobs)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make([]EnqueueResult, len(res))
+	for i, e := range res {
+		out[i] = EnqueueResult{ID: e.ID, Existing: e.Existing}
+	}
+	r.signal()
+	return out, nil
+}
+
+// maxName bounds kinds, targets and keys.
+const maxName = 1024
+
+// newJob validates a request and builds the stored job.
+func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
+	if req.Kind == "" {
+		return store.NewJob{}, fmt.Errorf("%w: a job needs a kind", ErrInvalid)
+	}
+	if _, ok := r.cfg.Handlers[req.Kind]; !ok {
+		return store.NewJob{}, fmt.Errorf("%w: %q", ErrUnknownKind, req.Kind)
+	}
+	if len(req.Payload) > r.cfg.MaxPayload {
+		return store.NewJob{}, fmt.Errorf("%w: %d bytes, the limit is %d (Config.MaxPayload)", ErrTooLarge, len(req.Payload), r.cfg.MaxPayload)
+	}
+	if len(req.Kind) > maxName || len(req.Target) > maxName || len(req.Key) > maxName {
+		return store.NewJob{}, fmt.Errorf("%w: kind, target and key are limited to %d bytes", ErrInvalid, maxName)
+	}
+	policy := r.cfg.Retry
+	if req.Retry != nil {
+		policy = *req.Retry
+	}
+	p := policy.policy()
+	if err := p.Validate(); err != nil {
+		return store.NewJob{}, fmt.Errorf("%w: retry policy: %v", ErrInvalid, err)
+	}
+	if req.Timeout < 0 {
+		return store.NewJob{}, fmt.Errorf("%w: timeout %v must be >= 0", ErrInvalid, req.Timeout)
+	}
+	target := req.Target
+	if target == "" {
+		target = req.Kind
+	}
+	due := now
+	if !req.RunAt.IsZero() {
+		due = req.RunAt
+	}
+	return store.NewJob{
+		Due: due.UnixMilli(),
+		Spec: state.Spec{
+			Kind:      req.Kind,
+			Target:    target,
+			Payload:   req.Payload,
+			Key:       req.Key,
+			Policy:    p,
+			TimeoutMS: req.Timeout.Milliseconds(),
+		},
+	}, nil
+}
+
+// Cancel cancels a pending or running job: it never starts again, and a
+// running attempt's context is cancelled. The reason is kept with the job.
+// It fails with ErrNotFound or ErrFinished.
+func (r *Runner) Cancel(ctx context.Context, id uint64, reason string) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	if reason == "" {
+		reason = "cancelled"
+	}
+	running, err := r.st.Cancel(ctx, r.nowMS(), id, reason)
+	if err != nil {
+		return mapErr(err)
+	}
+	if running {
+		r.mu.Lock()
+		if f, ok := r.running[id]; ok {
+			f.cancel(errJobCancelled)
+		} else {
+			r.cancelEarly[id] = struct{}{}
+		}
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// Retry makes a failed (or cancelled) job pending again, due now, with a
+// fresh attempt budget and deadline. It fails with ErrNotFound or ErrNotFailed.
+func (r *Runner) Retry(ctx context.Context, id uint64) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.cancelEarly, id)
+	r.mu.Unlock()
+	if err := r.st.Revive(ctx, r.nowMS(), id); err != nil {
+		return mapErr(err)
+	}
+	r.signal()
+	return nil
+}

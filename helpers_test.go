@@ -1,0 +1,128 @@
+package runlog_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runlog/runlog"
+)
+
+// fakeClock is a Clock that moves only when the test advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers map[*fakeTimer]struct{}
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.UnixMilli(1_700_000_000_000), timers: map[*fakeTimer]struct{}{}}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{at: c.now.Add(d), ch: make(chan time.Time, 1)}
+	if d <= 0 {
+		t.ch <- c.now
+		return t.ch, func() bool { return false }
+	}
+	c.timers[t] = struct{}{}
+	return t.ch, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.timers[t]
+		delete(c.timers, t)
+		return ok
+	}
+}
+
+// Advance moves the clock by d and fires the timers that are due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for t := range c.timers {
+		if !t.at.After(c.now) {
+			t.ch <- c.now
+			delete(c.timers, t)
+		}
+	}
+}
+
+// quietLogger drops logs.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// openRunner opens a runner on a temp dir and closes it at the end of the test.
+func openRunner(t testing.TB, dir string, cfg runlog.Config) *runlog.Runner {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	if cfg.SegmentSize == 0 {
+		cfg.SegmentSize = 1 << 20 // small segments: quick to preallocate, and rollovers get exercised
+	}
+	r, err := runlog.Open(dir, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return r
+}
+
+// waitFor polls cond (real time) until it holds or 20 s pass.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitState waits until job id is in state want and returns it.
+func waitState(t testing.TB, r *runlog.Runner, id uint64, want runlog.State) runlog.Job {
+	t.Helper()
+	var j runlog.Job
+	waitFor(t, "job to be "+string(want), func() bool {
+		var err error
+		j, err = r.Job(context.Background(), id)
+		if err != nil {
+			t.Fatalf("Job(%d): %v", id, err)
+		}
+		return j.State == want
+	})
+	return j
+}
+
+// mustEnqueue enqueues or fails the test.
+func mustEnqueue(t testing.TB, r *runlog.Runner, kind string, payload any, opts ...runlog.EnqueueOption) uint64 {
+	t.Helper()
+	id, err := r.Enqueue(context.Background(), kind, payload, opts...)
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	return id
+}

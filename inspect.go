@@ -1,0 +1,230 @@
+package runlog
+
+import (
+	"context"
+	"time"
+
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// State is where a job is in its life.
+type State string
+
+// The states of a job.
+const (
+	// StatePending: waiting for its due time or a free slot.
+	StatePending State = "pending"
+	// StateRunning: an attempt is in flight.
+	StateRunning State = "running"
+	// StateSucceeded: an attempt succeeded.
+	StateSucceeded State = "succeeded"
+	// StateFailed: dead, no more automatic attempts (permanent failure,
+	// attempts or deadline spent); kept with the reason, can be retried.
+	StateFailed State = "failed"
+	// StateCancelled: cancelled by hand, with the reason.
+	StateCancelled State = "cancelled"
+)
+
+// Job is a copy of one job as the runner holds it.
+type Job struct {
+	ID      uint64
+	Kind    string
+	Target  string
+	Key     string
+	State   State
+	Payload []byte
+	// Attempts is the number of attempts started so far.
+	Attempts int
+	// MaxAttempts is the policy's attempt budget.
+	MaxAttempts int
+	// LastError is the error of the last failed attempt.
+	LastError string
+	// Reason says why the job failed or was cancelled.
+	Reason string
+	// EnqueuedAt, DueAt and FinishedAt are zero when they do not apply.
+	EnqueuedAt, DueAt, FinishedAt time.Time
+	// Timeout is the job's own attempt timeout (0: the kind's or runner's).
+	Timeout time.Duration
+	// Retry is the policy stored with the job.
+	Retry RetryPolicy
+	// History holds the job's attempts, oldest first (the most recent ones
+	// when there were many).
+	History []Attempt
+}
+
+// Attempt is one attempt of a job.
+type Attempt struct {
+	N         int
+	StartedAt time.Time
+	EndedAt   time.Time // zero while running
+	// Outcome is "success", "retryable", "permanent", "unsafe", or "" while
+	// running.
+	Outcome string
+	Error   string
+	Output  string
+}
+
+// msTime converts ms since the epoch to a time; 0 is the zero time.
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// publicJob converts a stored job.
+func publicJob(j *state.Job) Job {
+	out := Job{
+		ID:          j.ID,
+		Kind:        j.Spec.Kind,
+		Target:      j.Spec.Target,
+		Key:         j.Spec.Key,
+		State:       State(j.State.String()),
+		Payload:     j.Spec.Payload,
+		Attempts:    int(j.Started),
+		MaxAttempts: j.Spec.Policy.Attempts,
+		LastError:   j.LastError,
+		Reason:      j.Reason,
+		EnqueuedAt:  msTime(j.EnqueuedAt),
+		FinishedAt:  msTime(j.FinishedAt),
+		Timeout:     time.Duration(j.Spec.TimeoutMS) * time.Millisecond,
+		Retry:       fromPolicy(j.Spec.Policy),
+	}
+	if j.State == state.Pending {
+		out.DueAt = msTime(j.Due)
+	}
+	for _, a := range j.Attempts {
+		pa := Attempt{N: int(a.N), StartedAt: msTime(a.StartedAt), Error: a.Error, Output: string(a.Output)}
+		if a.Ended {
+			pa.EndedAt = msTime(a.EndedAt)
+			pa.Outcome = a.Class.String()
+		}
+		out.History = append(out.History, pa)
+	}
+	return out
+}
+
+// Job returns a copy of the job with that id, or ErrNotFound.
+func (r *Runner) Job(ctx context.Context, id uint64) (Job, error) {
+	j, err := r.st.Job(ctx, id)
+	if err != nil {
+		return Job{}, mapErr(err)
+	}
+	return publicJob(&j), nil
+}
+
+// ListFilter selects jobs for List. Zero fields match everything.
+type ListFilter struct {
+	State  State
+	Kind   string
+	Target string
+	// Search matches a substring of the decimal id or of the key.
+	Search string
+	// After is the cursor: Page.Next of the previous page; 0 starts.
+	After uint64
+	// Limit is the page size: default 50, at most 1000.
+	Limit int
+	// Oldest lists the oldest jobs first; the default is newest first.
+	Oldest bool
+}
+
+// Page is one page of List.
+type Page struct {
+	Jobs []Job
+	// Next is the cursor of the next page; 0 when there is none.
+	Next uint64
+}
+
+// maxPage bounds a List page.
+const maxPage = 1000
+
+// List returns one page of the jobs that match f.
+func (r *Runner) List(ctx context.Context, f ListFilter) (Page, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, maxPage)
+	jobs, next, err := r.st.List(ctx, store.Filter{
+		State: string(f.State), Kind: f.Kind, Target: f.Target, Search: f.Search,
+		After: f.After, Limit: limit, Oldest: f.Oldest,
+	})
+	if err != nil {
+		return Page{}, mapErr(err)
+	}
+	p := Page{Jobs: make([]Job, len(jobs)), Next: next}
+	for i := range jobs {
+		p.Jobs[i] = publicJob(&jobs[i])
+	}
+	return p, nil
+}
+
+// Stats are the runner's counts of jobs by state, its pool and its targets.
+type Stats struct {
+	Pending, Running, Succeeded, Failed, Cancelled int
+	// PoolSize is Config.Concurrency; InFlight the attempts running now.
+	PoolSize, InFlight int
+	// OldestDue is the due time of the earliest pending job (queue lag is
+	// now minus OldestDue when it is in the past); zero if none is pending.
+	OldestDue time.Time
+	// Targets lists every target with its breaker.
+	Targets []TargetStats
+}
+
+// TargetStats is one target's breaker and load.
+type TargetStats struct {
+	Target string
+	// State is "closed", "open" or "half-open".
+	State string
+	// OpenUntil is when an open breaker half-opens.
+	OpenUntil time.Time
+	// RecentFailures counts the failures within the window (closed).
+	RecentFailures int
+	// ProbesInFlight counts half-open probes running.
+	ProbesInFlight int
+	// Pending and Running count the target's jobs.
+	Pending, Running int
+}
+
+// Stats returns the counts by state, the pool and every target's breaker.
+func (r *Runner) Stats(ctx context.Context) (Stats, error) {
+	s, err := r.st.Stats(ctx)
+	if err != nil {
+		return Stats{}, mapErr(err)
+	}
+	targets, err := r.st.Targets(ctx)
+	if err != nil {
+		return Stats{}, mapErr(err)
+	}
+	r.mu.Lock()
+	inflight := r.inflight
+	r.mu.Unlock()
+	out := Stats{
+		Pending: s.Counts.Pending, Running: s.Counts.Running, Succeeded: s.Counts.Succeeded,
+		Failed: s.Counts.Failed, Cancelled: s.Counts.Cancelled,
+		PoolSize: r.cfg.Concurrency, InFlight: inflight,
+	}
+	if s.HasDue {
+		out.OldestDue = msTime(s.OldestDue)
+	}
+	for _, t := range targets {
+		out.Targets = append(out.Targets, targetStats(t))
+	}
+	return out, nil
+}
+
+// targetStats converts a store's target.
+func targetStats(t store.TargetInfo) TargetStats {
+	ts := TargetStats{Target: t.Target, State: t.Breaker.State.String(), Pending: t.Pending, Running: t.Running}
+	switch t.Breaker.State {
+	case retry.Open:
+		ts.OpenUntil = msTime(t.Breaker.Until)
+	case retry.HalfOpen:
+		ts.ProbesInFlight = t.Breaker.Busy
+	case retry.Closed:
+		ts.RecentFailures = len(t.Breaker.Fails)
+	}
+	return ts
+}

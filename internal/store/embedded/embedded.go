@@ -1,0 +1,454 @@
+// Package embedded is the default store of runlog: the job state of package
+// state, kept in memory, with every change journaled by package journal.
+//
+// # How a change happens
+//
+// All changes go through one serialization point (the store's mutex, in
+// journal order): the store decides the ops with the pure functions of
+// package state, applies them to the in-memory state, hands their encoded
+// records to the journal's group commit with AppendAsync (which keeps call
+// order), releases the lock and waits for the sync that covers them. Many
+// callers (enqueuers, the dispatcher's claims, the workers' outcomes) are in
+// that wait at once, so one fdatasync covers all of their records. The call
+// returns, and the engine acts on it (answers the enqueue, runs the attempt,
+// reports the outcome), only after that sync.
+//
+// Because ops are applied in the order they are journaled, replaying the
+// journal gives exactly the live state. If a write or sync fails, the journal
+// refuses every later append and so does the store: its in-memory state may
+// then hold ops that never reached the disk, and it is never trusted again;
+// reopen the store to get the durable truth back.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// maxDecisionsPerClaim bounds the deferrals and failures one Claim journals,
+// so that a flood of due jobs behind an open breaker cannot make one claim
+// unbounded; the rest are decided by the next claim.
+const maxDecisionsPerClaim = 4096
+
+// Options configure Open.
+type Options struct {
+	Journal journal.Options
+	State   state.Config
+	// Now is the time (ms since the Unix epoch) used for the requeue of
+	// attempts interrupted by a crash; required.
+	Now int64
+}
+
+// Store is the embedded store. It implements store.Store.
+type Store struct {
+	mu     sync.Mutex
+	st     *state.State // guarded by mu
+	j      *journal.Journal
+	failed error // guarded by mu: first journal failure, sticky
+	closed bool  // guarded by mu
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (or creates) the journal in dir, replays it into a fresh state
+// and requeues every job that was running when the last process stopped,
+// counted as a failed attempt (the seed's rule).
+func Open(dir string, opts Options) (*Store, error) {
+	j, err := journal.Open(dir, opts.Journal)
+	if err != nil {
+		return nil, err
+	}
+	st := state.New(opts.State)
+	err = j.Replay(1, func(pos journal.Position, rec []byte) error {
+		op, err := state.Decode(rec)
+		if err != nil {
+			return fmt.Errorf("embedded: record %d (segment %d, offset %d) is not a runlog op: %w; run `runlog journal verify %s`", pos.Seq, pos.Segment, pos.Offset, err, dir)
+		}
+		st.Apply(&op)
+		return nil
+	})
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	s := &Store{st: st, j: j}
+	var orphans []state.Op
+	for _, id := range st.Running() {
+		orphans = append(orphans, st.Orphan(id, opts.Now))
+	}
+	if len(orphans) > 0 {
+		s.mu.Lock()
+		wait := s.submitLocked(orphans)
+		s.mu.Unlock()
+		if err := wait(); err != nil {
+			j.Close()
+			return nil, fmt.Errorf("embedded: requeue interrupted attempts: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// submitLocked applies ops to the state and queues their records on the
+// journal, in that order; the returned func waits until they are durable.
+// s.mu must be held.
+func (s *Store) submitLocked(ops []state.Op) func() error {
+	for i := range ops {
+		s.st.Apply(&ops[i])
+	}
+	return s.journalLocked(ops)
+}
+
+// usableLocked reports why the store cannot take changes, or nil.
+func (s *Store) usableLocked() error {
+	if s.closed {
+		return store.ErrClosed
+	}
+	if s.failed != nil {
+		return fmt.Errorf("embedded: the journal failed, so no change is accepted until the store is reopened: %w", s.failed)
+	}
+	return nil
+}
+
+// Enqueue implements store.Store.
+func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]store.Enqueued, error) {
+	out := make([]store.Enqueued, len(jobs))
+	ops := make([]state.Op, 0, len(jobs))
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	var batchKeys map[string]uint64
+	for i := range jobs {
+		spec := jobs[i].Spec
+		if spec.Key != "" {
+			if id, ok := s.st.ByKey(spec.Key); ok {
+				out[i] = store.Enqueued{ID: id, Existing: true}
+				continue
+			}
+			if id, ok := batchKeys[spec.Key]; ok {
+				out[i] = store.Enqueued{ID: id, Existing: true}
+				continue
+			}
+		}
+		id := s.st.NextID()
+		if len(ops) > 0 {
+			// NextID follows applied ops; ids within this batch are consecutive.
+			id = ops[len(ops)-1].ID + 1
+		}
+		sp := spec
+		ops = append(ops, state.Op{Kind: state.OpEnqueue, ID: id, At: now, Due: jobs[i].Due, Spec: &sp})
+		out[i] = store.Enqueued{ID: id}
+		if spec.Key != "" {
+			if batchKeys == nil {
+				batchKeys = make(map[string]uint64)
+			}
+			batchKeys[spec.Key] = id
+		}
+	}
+	wait := s.submitLocked(ops)
+	s.mu.Unlock()
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store.Claim, error) {
+	if lim.Max <= 0 {
+		return nil, nil
+	}
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	var (
+		claims    []store.Claim
+		ops       []state.Op
+		perTarget map[string]int
+		held      bool
+		decisions int
+	)
+	for len(claims) < lim.Max && decisions < maxDecisionsPerClaim {
+		job, ok := s.st.PeekDue(now)
+		if !ok {
+			break
+		}
+		if lim.PerTarget > 0 {
+			target := job.Spec.Target
+			n := perTarget[target]
+			if lim.Running != nil {
+				n += lim.Running(target)
+			}
+			if n >= lim.PerTarget {
+				s.st.Hold(job.ID)
+				held = true
+				continue
+			}
+		}
+		op := s.st.Admit(job.ID, now)
+		// Apply now so that the next PeekDue sees this decision; the records
+		// are journaled below in the same order.
+		ops = append(ops, op)
+		s.st.Apply(&ops[len(ops)-1])
+		if op.Kind != state.OpStart {
+			decisions++
+			continue
+		}
+		claims = append(claims, store.Claim{
+			ID: job.ID, Attempt: op.Attempt, Kind: job.Spec.Kind, Target: job.Spec.Target,
+			Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS,
+		})
+		if lim.PerTarget > 0 {
+			if perTarget == nil {
+				perTarget = make(map[string]int)
+			}
+			perTarget[job.Spec.Target]++
+		}
+	}
+	if held {
+		s.st.ReleaseHeld()
+	}
+	wait := s.journalLocked(ops)
+	s.mu.Unlock()
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	return claims, nil
+}
+
+// journalLocked queues the records of ops, which are already applied, on the
+// journal's group commit (AppendAsync keeps call order, and s.mu is held, so
+// journal order is apply order); the returned func waits until they are
+// durable and makes a failure sticky for the store.
+func (s *Store) journalLocked(ops []state.Op) func() error {
+	if len(ops) == 0 {
+		return func() error { return nil }
+	}
+	var buf []byte
+	ends := make([]int, len(ops))
+	for i := range ops {
+		buf = state.Encode(buf, &ops[i])
+		ends[i] = len(buf)
+	}
+	recs := make([][]byte, len(ops))
+	start := 0
+	for i, end := range ends {
+		recs[i] = buf[start:end:end]
+		start = end
+	}
+	done := make(chan error, 1)
+	s.j.AppendAsync(recs, func(_ journal.Position, err error) { done <- err })
+	return func() error {
+		err := <-done
+		if err != nil {
+			s.mu.Lock()
+			if s.failed == nil {
+				s.failed = err
+			}
+			s.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// Finish implements store.Store.
+func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome) error {
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	ops := make([]state.Op, 0, len(outs))
+	for _, o := range outs {
+		op := s.st.Settle(o.ID, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rnd())
+		ops = append(ops, op)
+		s.st.Apply(&ops[len(ops)-1])
+	}
+	wait := s.journalLocked(ops)
+	s.mu.Unlock()
+	return wait()
+}
+
+// Cancel implements store.Store.
+func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string) (bool, error) {
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return false, err
+	}
+	job, ok := s.st.Job(id)
+	if !ok {
+		s.mu.Unlock()
+		return false, store.ErrNotFound
+	}
+	if job.State != state.Pending && job.State != state.Running {
+		s.mu.Unlock()
+		return false, store.ErrFinished
+	}
+	running := job.State == state.Running
+	wait := s.submitLocked([]state.Op{{Kind: state.OpCancel, ID: id, At: now, Error: reason}})
+	s.mu.Unlock()
+	return running, wait()
+}
+
+// Revive implements store.Store.
+func (s *Store) Revive(ctx context.Context, now int64, id uint64) error {
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	job, ok := s.st.Job(id)
+	if !ok {
+		s.mu.Unlock()
+		return store.ErrNotFound
+	}
+	if job.State != state.Failed && job.State != state.Cancelled {
+		s.mu.Unlock()
+		return store.ErrNotFailed
+	}
+	wait := s.submitLocked([]state.Op{{Kind: state.OpRevive, ID: id, At: now, Due: now}})
+	s.mu.Unlock()
+	return wait()
+}
+
+// NextDue implements store.Store.
+func (s *Store) NextDue() (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.NextDue()
+}
+
+// Job implements store.Store.
+func (s *Store) Job(ctx context.Context, id uint64) (state.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.readableLocked(); err != nil {
+		return state.Job{}, err
+	}
+	job, ok := s.st.Job(id)
+	if !ok {
+		return state.Job{}, store.ErrNotFound
+	}
+	return copyJob(job), nil
+}
+
+// readableLocked reports why the state cannot be read, or nil. After a
+// journal failure the in-memory state may be ahead of the disk, so it is not
+// shown.
+func (s *Store) readableLocked() error {
+	return s.usableLocked()
+}
+
+// copyJob copies a job out of the state so that it can be read without the lock.
+func copyJob(j *state.Job) state.Job {
+	c := *j
+	c.Attempts = append([]state.Attempt(nil), j.Attempts...)
+	return c
+}
+
+// List implements store.Store.
+func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.readableLocked(); err != nil {
+		return nil, 0, err
+	}
+	var (
+		out  []state.Job
+		next uint64
+	)
+	s.st.Scan(f.After, !f.Oldest, func(j *state.Job) bool {
+		if !matches(j, f) {
+			return true
+		}
+		if len(out) == limit {
+			next = out[len(out)-1].ID
+			return false
+		}
+		out = append(out, copyJob(j))
+		return true
+	})
+	return out, next, nil
+}
+
+// matches reports whether job j passes filter f.
+func matches(j *state.Job, f store.Filter) bool {
+	if f.State != "" && j.State.String() != f.State {
+		return false
+	}
+	if f.Kind != "" && j.Spec.Kind != f.Kind {
+		return false
+	}
+	if f.Target != "" && j.Spec.Target != f.Target {
+		return false
+	}
+	if f.Search != "" && !strings.Contains(strconv.FormatUint(j.ID, 10), f.Search) && !strings.Contains(j.Spec.Key, f.Search) {
+		return false
+	}
+	return true
+}
+
+// Stats implements store.Store.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.readableLocked(); err != nil {
+		return store.Stats{}, err
+	}
+	st := store.Stats{Counts: s.st.Counts()}
+	st.OldestDue, st.HasDue = s.st.NextDue()
+	return st, nil
+}
+
+// Targets implements store.Store.
+func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.readableLocked(); err != nil {
+		return nil, err
+	}
+	var out []store.TargetInfo
+	s.st.Targets(func(target string, b retry.Breaker) bool {
+		out = append(out, store.TargetInfo{Target: target, Breaker: b})
+		return true
+	})
+	load := s.st.TargetLoad()
+	for i := range out {
+		l := load[out[i].Target]
+		out[i].Pending, out[i].Running = l.Pending, l.Running
+	}
+	return out, nil
+}
+
+// Close implements store.Store. It is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	err := s.j.Close()
+	if errors.Is(err, journal.ErrClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,136 @@
+// Package store defines the storage boundary of the runlog engine: what the
+// engine (dispatcher, pool, workers) asks of durable storage, and nothing more.
+//
+// Two implementations sit behind it: the embedded journal (package
+// store/embedded, the default) and PostgreSQL. Every method that changes
+// state returns only after the change is durable, so the engine can act on
+// it: an enqueue is acknowledged, an attempt starts, an outcome is reported,
+// only after its record reached stable storage.
+//
+// Decisions that replay depends on (which job starts, whether the breaker
+// admits it, when a failed attempt runs again) are made inside the store, by
+// the pure functions of package state, so that the embedded store can journal
+// them and the PostgreSQL store can make them in one transaction.
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/retry"
+)
+
+// Errors a store returns. The public package maps them to its own sentinels.
+var (
+	// ErrNotFound: no job has that id (or it was dropped by retention).
+	ErrNotFound = errors.New("store: job not found")
+	// ErrFinished: the job already succeeded, failed or was cancelled.
+	ErrFinished = errors.New("store: job already finished")
+	// ErrNotFailed: only a failed or cancelled job can be retried by hand.
+	ErrNotFailed = errors.New("store: job is not failed or cancelled")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+)
+
+// NewJob is one job to enqueue. Times are ms since the Unix epoch.
+type NewJob struct {
+	Spec state.Spec
+	Due  int64
+}
+
+// Enqueued is the answer for one NewJob.
+type Enqueued struct {
+	ID       uint64
+	Existing bool // the idempotency key was held by job ID; nothing was added
+}
+
+// Claim is an attempt that the store has durably started: the engine must run
+// it and report its Outcome.
+type Claim struct {
+	ID        uint64
+	Attempt   uint32
+	Kind      string
+	Target    string
+	Payload   []byte
+	TimeoutMS int64
+}
+
+// Outcome is how one claimed attempt ended.
+type Outcome struct {
+	ID      uint64
+	Attempt uint32
+	Class   retry.Class
+	AfterMS int64 // the server's wait for a retryable failure; < 0 for none
+	Error   string
+	Output  []byte
+}
+
+// Limits bound one Claim call.
+type Limits struct {
+	Max       int // attempts to start at most
+	PerTarget int // attempts running per target at most; 0 = unlimited
+	// Running reports how many attempts of a target run now (used with PerTarget).
+	Running func(target string) int
+}
+
+// Filter selects jobs for List.
+type Filter struct {
+	State  string // "" = any
+	Kind   string
+	Target string
+	Search string // substring of the decimal id or of the key
+	After  uint64 // cursor: the last id of the previous page, 0 = start
+	Limit  int
+	Oldest bool // ascending ids; default newest first
+}
+
+// TargetInfo is one target's breaker and load.
+type TargetInfo struct {
+	Target  string
+	Breaker retry.Breaker
+	Pending int
+	Running int
+}
+
+// Stats are the store's counts, maintained, never recomputed by scanning jobs.
+type Stats struct {
+	Counts    state.Counts
+	OldestDue int64 // due time of the earliest pending job; 0 if none
+	HasDue    bool
+}
+
+// Store is the durable side of the engine. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Enqueue makes the jobs durable and answers their ids, in order. A job
+	// whose key is already held answers the holder's id with Existing set.
+	Enqueue(ctx context.Context, now int64, jobs []NewJob) ([]Enqueued, error)
+	// Claim starts the due jobs (due <= now) that the limits and breakers
+	// admit, in (due time, id) order, and returns them once their start is
+	// durable. Jobs that the breaker denies are deferred, jobs past their
+	// deadline or budget fail, both durably and without being returned.
+	Claim(ctx context.Context, now int64, lim Limits) ([]Claim, error)
+	// Finish records the outcomes of claimed attempts (success, a retry at a
+	// later due time, or death with the reason) and returns once durable.
+	Finish(ctx context.Context, now int64, rnd func() uint32, outs []Outcome) error
+	// Cancel cancels a pending or running job; running reports whether an
+	// attempt of it is in flight (the engine then cancels the attempt).
+	Cancel(ctx context.Context, now int64, id uint64, reason string) (running bool, err error)
+	// Revive makes a failed or cancelled job pending again, due now, with a
+	// fresh budget.
+	Revive(ctx context.Context, now int64, id uint64) error
+	// NextDue reports the earliest due time among pending jobs.
+	NextDue() (int64, bool)
+	// Job returns a copy of one job.
+	Job(ctx context.Context, id uint64) (state.Job, error)
+	// List returns one page of jobs matching f, and the cursor of the next.
+	List(ctx context.Context, f Filter) ([]state.Job, uint64, error)
+	// Stats returns the counts by state and the queue's oldest due time.
+	Stats(ctx context.Context) (Stats, error)
+	// Targets returns every known target with its breaker and load.
+	Targets(ctx context.Context) ([]TargetInfo, error)
+	// Close releases the store. Running attempts that were never finished
+	// are requeued (as failed attempts) when the store is opened again.
+	Close() error
+}

@@ -1,0 +1,454 @@
+// Package runlog is a durable job runner that an application embeds: no
+// server to run, a journal directory on local disk.
+//
+//	r, err := runlog.Open("./jobs", runlog.Config{
+//		Handlers: map[string]runlog.Handler{
+//			"email": runlog.Handle(func(ctx context.Context, m Email) error { return send(ctx, m) }),
+//		},
+//	})
+//	id, err := r.Enqueue(ctx, "email", Email{To: "a@example.com"}, runlog.Key("welcome-42"))
+//	...
+//	err = r.Close(ctx)
+//
+// # Guarantees
+//
+// Durable means written to the journal and flushed with fdatasync (and the
+// directory synced when a file is created or renamed). Every change of a job
+// is one journal record, and nothing acts on a change before its record is
+// durable: Enqueue returns the id only after the job's record is durable; an
+// attempt starts only after its start record is durable; an outcome (success,
+// a retry at a later time, death with the reason) is reported only after its
+// record is durable. Many changes in flight share one fdatasync (group
+// commit), so durability costs little per job.
+//
+// Delivery is at least once. If the process dies, Open replays the journal
+// and gets back exactly the state after the last durable record; every
+// attempt that was running is requeued, counted as a failed attempt, and runs
+// again. A handler therefore gets the job id and attempt number (AttemptFrom)
+// to deduplicate its effects downstream.
+//
+// Nothing is lost and nothing is silent: every job that is not cancelled runs
+// until it succeeds, fails permanently, or spends its attempts or deadline,
+// and a job that stops is kept in state "failed" with the reason, and can be
+// retried by hand (Retry).
+//
+// # Scheduling
+//
+// Due jobs start in (due time, id) order as soon as the pool (Concurrency)
+// has a free slot: one dispatcher sleeps until the next due time or a wake-up
+// (an enqueue, an ended attempt) and never polls; a slow attempt never delays
+// another. Each target (the downstream a job talks to; by default its kind)
+// has a circuit breaker: after Threshold failures within Window it opens for
+// Cooldown, and the jobs it holds back are deferred to when it may admit them
+// again, with no attempt counted. Breaker transitions are derived from the
+// journaled starts and outcomes, so a restart rebuilds every breaker exactly
+// as it was.
+package runlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/store/embedded"
+	"github.com/runlog/runlog/retry"
+)
+
+// Causes of an attempt's context cancellation.
+var (
+	errAttemptTimeout = errors.New("runlog: attempt timed out")
+	errJobCancelled   = errors.New("runlog: job cancelled")
+	errShutdown       = errors.New("runlog: runner shutting down")
+)
+
+// Runner runs the jobs of one journal directory. It is safe for concurrent
+// use. Open one with Open; stop it with Close.
+type Runner struct {
+	cfg Config
+	st  store.Store
+	log *slog.Logger
+
+	wake     chan struct{} // capacity 1: a dispatcher wake-up is pending
+	stop     chan struct{} // closed by Close: start no more attempts
+	stopOnce sync.Once
+
+	dispatcherDone chan struct{}
+	outcomes       chan store.Outcome // capacity Concurrency: a send never blocks
+	finishStop     chan struct{}      // closed by Close once no attempt can end anymore
+	finishersDone  sync.WaitGroup
+	workers        sync.WaitGroup
+
+	base       context.Context // parent of every attempt's context
+	cancelBase context.CancelCauseFunc
+
+	mu          sync.Mutex
+	closed      bool                // guarded by mu
+	failure     error               // guarded by mu: the store failed; nothing runs anymore
+	inflight    int                 // guarded by mu
+	running     map[uint64]*flight  // guarded by mu
+	perTarget   map[string]int      // guarded by mu
+	cancelEarly map[uint64]struct{} // guarded by mu: cancelled before its flight registered
+}
+
+// flight is one attempt in progress.
+type flight struct {
+	cancel context.CancelCauseFunc
+}
+
+// Open opens the journal in dir (creating it if needed), replays it,
+// requeues every attempt that was running when the last process stopped
+// (counted as a failed attempt), and starts running due jobs.
+//
+// A directory is used by one process at a time: a second Open of the same
+// directory fails with an error naming the lock file.
+func Open(dir string, cfg Config) (*Runner, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	jopts := journal.Options{
+		SegmentSize:   cfg.SegmentSize,
+		MaxRecordSize: cfg.MaxPayload + 64<<10,
+	}
+	if obs := cfg.Observer; obs != nil {
+		jopts.OnSync = func(si journal.SyncInfo) {
+			obs.JournalSynced(SyncEvent{Records: si.Records, Bytes: si.Bytes, Duration: si.Duration})
+		}
+	}
+	st, err := embedded.Open(dir, embedded.Options{
+		Journal: jopts,
+		State:   state.Config{Circuit: cfg.Breaker.circuit()},
+		Now:     cfg.Clock.Now().UnixMilli(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runlog: open %s: %w", dir, err)
+	}
+	return start(st, cfg), nil
+}
+
+// start wraps an opened store in a Runner and starts its goroutines.
+func start(st store.Store, cfg Config) *Runner {
+	r := &Runner{
+		cfg:            cfg,
+		st:             st,
+		log:            cfg.Logger,
+		wake:           make(chan struct{}, 1),
+		stop:           make(chan struct{}),
+		dispatcherDone: make(chan struct{}),
+		outcomes:       make(chan store.Outcome, cfg.Concurrency),
+		finishStop:     make(chan struct{}),
+		running:        make(map[uint64]*flight),
+		perTarget:      make(map[string]int),
+		cancelEarly:    make(map[uint64]struct{}),
+	}
+	r.base, r.cancelBase = context.WithCancelCause(context.Background())
+	const finishers = 2 // one settles a batch while the next one gathers
+	r.finishersDone.Add(finishers)
+	for range finishers {
+		go r.finisher()
+	}
+	go r.dispatch()
+	return r
+}
+
+// nowMS is the current time in ms since the Unix epoch.
+func (r *Runner) nowMS() int64 { return r.cfg.Clock.Now().UnixMilli() }
+
+// signal wakes the dispatcher; it never blocks.
+func (r *Runner) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// free reports the pool's free slots.
+func (r *Runner) free() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg.Concurrency - r.inflight
+}
+
+// targetRunning reports the attempts of target in flight.
+func (r *Runner) targetRunning(target string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.perTarget[target]
+}
+
+// fail records that the store failed: the runner starts nothing more.
+func (r *Runner) fail(err error) {
+	r.mu.Lock()
+	if r.failure == nil {
+		r.failure = err
+		r.log.Error("runlog: the journal failed; no job starts or changes until the runner is reopened", "err", err)
+	}
+	r.mu.Unlock()
+	r.stopDispatch()
+}
+
+// stopDispatch stops the dispatcher (idempotent).
+func (r *Runner) stopDispatch() {
+	r.stopOnce.Do(func() { close(r.stop) })
+}
+
+// maxSleep bounds one wait of the dispatcher, so that a wall-clock step
+// cannot park it for long; waking early only costs one look at the queue.
+const maxSleep = time.Minute
+
+// dispatch is the dispatcher: it starts due jobs while the pool has free
+// slots, then sleeps until the next due time or a wake-up.
+func (r *Runner) dispatch() {
+	defer close(r.dispatcherDone)
+	lim := store.Limits{PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning}
+	for {
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
+		free := r.free()
+		if free > 0 {
+			lim.Max = free
+			claims, err := r.st.Claim(r.base, r.nowMS(), lim)
+			if err != nil {
+				if !errors.Is(err, store.ErrClosed) {
+					r.fail(err)
+				}
+				return
+			}
+			for _, c := range claims {
+				r.startAttempt(c)
+			}
+			if len(claims) == free {
+				continue // the pool is full now; look again at once in case a slot freed
+			}
+		}
+		var timer <-chan time.Time
+		stopTimer := func() bool { return false }
+		if next, ok := r.st.NextDue(); ok {
+			d := time.Duration(next-r.nowMS()) * time.Millisecond
+			switch {
+			case d > 0:
+				timer, stopTimer = r.cfg.Clock.NewTimer(min(d, maxSleep))
+			case r.free() > 0 && r.cfg.TargetConcurrency == 0:
+				continue // due work and a free slot: the next claim makes progress
+			}
+			// Otherwise due work waits for a free slot (or a target's), which
+			// ending attempts signal.
+		}
+		select {
+		case <-r.stop:
+			stopTimer()
+			return
+		case <-r.wake:
+		case <-timer:
+		}
+		stopTimer()
+	}
+}
+
+// timeoutFor picks the attempt timeout: the job's, the kind's, the runner's.
+func (r *Runner) timeoutFor(c store.Claim, h Handler) time.Duration {
+	if c.TimeoutMS > 0 {
+		return time.Duration(c.TimeoutMS) * time.Millisecond
+	}
+	if h != nil && h.timeout() > 0 {
+		return h.timeout()
+	}
+	return r.cfg.Timeout
+}
+
+// startAttempt runs one claimed attempt in its own goroutine.
+func (r *Runner) startAttempt(c store.Claim) {
+	h := r.cfg.Handlers[c.Kind]
+	timeout := r.timeoutFor(c, h)
+	ac := &attemptCtx{info: AttemptInfo{JobID: c.ID, Attempt: int(c.Attempt), Kind: c.Kind, Target: c.Target}}
+	ctx, cancel := context.WithCancelCause(context.WithValue(r.base, attemptKey{}, ac))
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
+
+	r.mu.Lock()
+	r.inflight++
+	r.running[c.ID] = &flight{cancel: cancel}
+	r.perTarget[c.Target]++
+	if _, ok := r.cancelEarly[c.ID]; ok {
+		delete(r.cancelEarly, c.ID)
+		cancel(errJobCancelled)
+	}
+	r.mu.Unlock()
+
+	r.workers.Add(1)
+	go func() {
+		defer r.workers.Done()
+		began := time.Now()
+		err := runHandler(ctx, h, c)
+		cause := context.Cause(ctx)
+		cancelTimeout()
+		cancel(nil)
+		out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Output: ac.output()}
+		out.Class, out.AfterMS, out.Error = classify(err)
+		report := true
+		if err != nil && ctx.Err() != nil {
+			switch {
+			case errors.Is(cause, errAttemptTimeout):
+				out.Class, out.AfterMS = retry.Retryable, -1
+				out.Error = fmt.Sprintf("attempt timed out after %v: %s", timeout, out.Error)
+			case errors.Is(cause, errJobCancelled):
+				// Not the target's fault: the job was cancelled.
+				out.Class, out.AfterMS = retry.Permanent, -1
+				out.Error = "cancelled while running: " + out.Error
+			case errors.Is(cause, errShutdown):
+				// Not recorded: the next Open requeues the attempt.
+				report = false
+			}
+		}
+
+		r.mu.Lock()
+		r.inflight--
+		delete(r.running, c.ID)
+		if r.perTarget[c.Target]--; r.perTarget[c.Target] <= 0 {
+			delete(r.perTarget, c.Target)
+		}
+		r.mu.Unlock()
+		r.signal()
+
+		if !report {
+			return
+		}
+		if obs := r.cfg.Observer; obs != nil {
+			obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: out.Class.String(), Duration: time.Since(began)})
+		}
+		r.outcomes <- out // never blocks: capacity Concurrency >= attempts in flight
+	}()
+}
+
+// runHandler calls the handler, turning a panic into a retryable failure with
+// the stack in the reason.
+func runHandler(ctx context.Context, h Handler, c store.Claim) (err error) {
+	if h == nil {
+		return Permanent(fmt.Errorf("no handler is registered for kind %q; register one in Config.Handlers and retry the job", c.Kind))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h.run(ctx, c.Payload)
+}
+
+// maxFinishBatch bounds the outcomes settled by one store call.
+const maxFinishBatch = 1024
+
+// finisher settles ended attempts in batches: while one batch waits for its
+// sync, the outcomes that end meanwhile gather for the next.
+func (r *Runner) finisher() {
+	defer r.finishersDone.Done()
+	batch := make([]store.Outcome, 0, 64)
+	for {
+		select {
+		case o := <-r.outcomes:
+			batch = append(batch, o)
+		case <-r.finishStop:
+			for {
+				select {
+				case o := <-r.outcomes:
+					batch = append(batch, o)
+					continue
+				default:
+				}
+				break
+			}
+			r.settle(batch)
+			return
+		}
+	gather:
+		for len(batch) < maxFinishBatch {
+			select {
+			case o := <-r.outcomes:
+				batch = append(batch, o)
+			default:
+				break gather
+			}
+		}
+		r.settle(batch)
+		batch = batch[:0]
+	}
+}
+
+// settle records a batch of outcomes.
+func (r *Runner) settle(batch []store.Outcome) {
+	if len(batch) == 0 {
+		return
+	}
+	if err := r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, batch); err != nil {
+		if !errors.Is(err, store.ErrClosed) {
+			r.fail(err)
+		}
+		return
+	}
+	r.signal() // a retry may be due soon
+}
+
+// usable reports why the runner takes no request, or nil.
+func (r *Runner) usable() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if r.failure != nil {
+		return fmt.Errorf("runlog: the journal failed, so the runner takes no more changes; Close it and Open it again: %w", r.failure)
+	}
+	return nil
+}
+
+// Close stops the runner: it starts no more attempts, waits for the running
+// ones until ctx ends (then cancels them: they are requeued by the next
+// Open), records the outcomes of those that ended, and closes the journal.
+// Close is idempotent; later calls return nil.
+func (r *Runner) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+
+	r.stopDispatch()
+	<-r.dispatcherDone
+
+	done := make(chan struct{})
+	go func() { r.workers.Wait(); close(done) }()
+	var waitErr error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		waitErr = ctx.Err()
+		r.cancelBase(errShutdown)
+		// Handlers should return promptly once their context is cancelled;
+		// one that does not is abandoned and its job runs again after Open.
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			r.log.Warn("runlog: some handlers ignored cancellation at Close; their jobs run again after the next Open")
+		}
+	}
+	close(r.finishStop)
+	r.finishersDone.Wait()
+	r.cancelBase(errShutdown)
+	if err := r.st.Close(); err != nil {
+		return err
+	}
+	if waitErr != nil {
+		return fmt.Errorf("runlog: close: stopped waiting for running attempts (they run again after the next Open): %w", waitErr)
+	}
+	return nil
+}
