@@ -34,6 +34,7 @@ type simTarget struct {
 	share      float64 // fraction of the demo's jobs sent here
 	srv        *httptest.Server
 	key        string // its breaker key
+	retry      *server.RetryRequest
 	deliveries atomic.Int64
 }
 
@@ -86,7 +87,7 @@ func demo(f demoFlags, stdout, stderr io.Writer) error {
 		Runner: runlog.Config{
 			Concurrency: f.concurrency,
 			Timeout:     5 * time.Second,
-			Retry:       runlog.RetryPolicy{Attempts: 5, Base: 20 * time.Millisecond, Cap: 200 * time.Millisecond, Deadline: 4 * time.Second},
+			Retry:       runlog.RetryPolicy{Attempts: 5, Base: 20 * time.Millisecond, Cap: 200 * time.Millisecond},
 			Breaker:     runlog.BreakerConfig{Threshold: 10, Window: time.Second, Cooldown: 300 * time.Millisecond, Probes: 2},
 		},
 	})
@@ -120,7 +121,7 @@ func demo(f demoFlags, stdout, stderr io.Writer) error {
 		finishedAt time.Time
 	)
 	for {
-		time.Sleep(prog.interval)
+		time.Sleep(pollInterval)
 		if !enqDone {
 			select {
 			case err := <-enqErr:
@@ -194,7 +195,9 @@ func demo(f demoFlags, stdout, stderr io.Writer) error {
 func startTargets(flakyRate float64) []*simTarget {
 	healthy := &simTarget{name: "healthy", share: 0.6}
 	flaky := &simTarget{name: "flaky", share: 0.3}
-	down := &simTarget{name: "down", share: 0.1}
+	// Jobs for the down target give up 3 s after they are due: its breaker
+	// keeps them from hammering it, and the deadline ends them.
+	down := &simTarget{name: "down", share: 0.1, retry: &server.RetryRequest{Deadline: "3s"}}
 	serve := func(t *simTarget, h func(w http.ResponseWriter)) {
 		t.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			t.deliveries.Add(1)
@@ -217,9 +220,9 @@ func startTargets(flakyRate float64) []*simTarget {
 }
 
 // enqueueDemoJobs enqueues n jobs spread over the targets by their shares,
-// from 16 concurrent connections.
+// from 64 concurrent connections.
 func enqueueDemoJobs(c *server.Client, targets []*simTarget, n int, enqueued *atomic.Int64) error {
-	const workers = 16
+	const workers = 64
 	next := make(chan int)
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
@@ -228,8 +231,8 @@ func enqueueDemoJobs(c *server.Client, targets []*simTarget, n int, enqueued *at
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				t := pickTarget(targets, float64(i)/float64(n))
-				req := server.JobRequest{Kind: "http", URL: t.srv.URL + "/hook", Body: fmt.Sprintf(`{"demo":%d}`, i), Key: fmt.Sprintf("demo-%d", i)}
+				t := pickTarget(targets, i)
+				req := server.JobRequest{Kind: "http", URL: t.srv.URL + "/hook", Body: fmt.Sprintf(`{"demo":%d}`, i), Key: fmt.Sprintf("demo-%d", i), Retry: t.retry}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				_, err := c.Enqueue(ctx, req)
 				cancel()
@@ -261,11 +264,10 @@ loop:
 	return err
 }
 
-// pickTarget maps x in [0,1) onto a target by the targets' shares,
-// interleaving them so that every target gets jobs from the start.
-func pickTarget(targets []*simTarget, x float64) *simTarget {
-	x = x * 1000
-	x -= float64(int(x))
+// pickTarget maps job i onto a target by the targets' shares, interleaving
+// them so that every target gets jobs from the start.
+func pickTarget(targets []*simTarget, i int) *simTarget {
+	x := float64(i%100) / 100
 	for _, t := range targets {
 		if x < t.share {
 			return t
@@ -298,23 +300,22 @@ func countRetried(c *server.Client) (int, error) {
 	}
 }
 
-// progress shows the demo's progress on stderr: a redrawn bar on a
-// terminal, a plain line every second otherwise.
+// pollInterval is how often the demo reads the server's stats and
+// targets (often enough to see most breaker trips).
+const pollInterval = 100 * time.Millisecond
+
+// progress shows the demo's progress on stderr: a bar redrawn at every poll
+// on a terminal, a plain line every second otherwise.
 type progress struct {
-	w        io.Writer
-	tty      bool
-	total    int
-	interval time.Duration
-	last     time.Time
-	drawn    bool
+	w     io.Writer
+	tty   bool
+	total int
+	last  time.Time // when the last plain line was printed
+	drawn bool
 }
 
 func newProgress(w io.Writer, total int) *progress {
-	p := &progress{w: w, total: total, interval: time.Second}
-	if isTerminal(w) {
-		p.tty, p.interval = true, 100*time.Millisecond
-	}
-	return p
+	return &progress{w: w, total: total, tty: isTerminal(w)}
 }
 
 func (p *progress) update(enqueued, done int, s server.Stats, breakersNotClosed int) {
@@ -324,6 +325,10 @@ func (p *progress) update(enqueued, done int, s server.Stats, breakersNotClosed 
 		p.drawn = true
 		return
 	}
+	if time.Since(p.last) < time.Second && done < p.total {
+		return
+	}
+	p.last = time.Now()
 	fmt.Fprintf(p.w, "progress: enqueued %d/%d, finished %d (succeeded %d, failed %d), pending %d, running %d, breakers not closed %d\n",
 		enqueued, p.total, done, s.Succeeded, s.Failed, s.Pending, s.Running, breakersNotClosed)
 }
