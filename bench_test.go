@@ -41,6 +41,23 @@ func BenchmarkRawFdatasync(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "syncs/s")
 }
 
+// syncCounter counts group commits, for the records-per-sync metric.
+type syncCounter struct{ syncs, records atomic.Int64 }
+
+func (c *syncCounter) AttemptFinished(runlog.AttemptEvent) {}
+func (c *syncCounter) JournalSynced(e runlog.SyncEvent) {
+	c.syncs.Add(1)
+	c.records.Add(int64(e.Records))
+}
+
+// report adds the records-per-sync metric.
+func (c *syncCounter) report(b *testing.B) {
+	if s := c.syncs.Load(); s > 0 {
+		b.ReportMetric(float64(c.records.Load())/float64(s), "records/sync")
+		b.ReportMetric(float64(s), "syncs")
+	}
+}
+
 // benchRunner opens a runner whose "noop" kind counts completions.
 func benchRunner(b *testing.B, concurrency int, handler func(ctx context.Context, _ []byte) error) *runlog.Runner {
 	b.Helper()
@@ -93,6 +110,8 @@ func BenchmarkW1(b *testing.B) {
 			return nil
 		})}
 		cfg.Clock = nil
+		var sc syncCounter
+		cfg.Observer = &sc
 		start = time.Now()
 		if r, err = runlog.Open(dir, cfg); err != nil {
 			b.Fatal(err)
@@ -102,6 +121,7 @@ func BenchmarkW1(b *testing.B) {
 		r.Close(context.Background())
 		b.ReportMetric(n/enq.Seconds(), "enqueue-jobs/s")
 		b.ReportMetric(n/proc.Seconds(), "process-jobs/s")
+		sc.report(b)
 	}
 }
 

@@ -80,6 +80,7 @@ type Runner struct {
 	stopOnce sync.Once
 
 	dispatcherDone chan struct{}
+	claims         sync.WaitGroup     // claims in flight
 	outcomes       chan store.Outcome // capacity Concurrency: a send never blocks
 	finishStop     chan struct{}      // closed by Close once no attempt can end anymore
 	finishersDone  sync.WaitGroup
@@ -88,13 +89,14 @@ type Runner struct {
 	base       context.Context // parent of every attempt's context
 	cancelBase context.CancelCauseFunc
 
-	mu          sync.Mutex
-	closed      bool                // guarded by mu
-	failure     error               // guarded by mu: the store failed; nothing runs anymore
-	inflight    int                 // guarded by mu
-	running     map[uint64]*flight  // guarded by mu
-	perTarget   map[string]int      // guarded by mu
-	cancelEarly map[uint64]struct{} // guarded by mu: cancelled before its flight registered
+	mu            sync.Mutex
+	closed        bool                // guarded by mu
+	failure       error               // guarded by mu: the store failed; nothing runs anymore
+	inflight      int                 // guarded by mu: slots taken (reserved by claims or running)
+	targetBlocked bool                // guarded by mu: due jobs wait only for per-target slots
+	running       map[uint64]*flight  // guarded by mu
+	perTarget     map[string]int      // guarded by mu
+	cancelEarly   map[uint64]struct{} // guarded by mu: cancelled before its flight registered
 }
 
 // flight is one attempt in progress.
@@ -169,11 +171,28 @@ func (r *Runner) signal() {
 	}
 }
 
-// free reports the pool's free slots.
-func (r *Runner) free() int {
+// reserve takes every free slot of the pool for one claim and returns how
+// many it took; 0 when none is free, or when due jobs wait only for targets
+// at their limit (an ending attempt clears that).
+func (r *Runner) reserve() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cfg.Concurrency - r.inflight
+	if r.targetBlocked {
+		return 0
+	}
+	n := r.cfg.Concurrency - r.inflight
+	r.inflight += max(n, 0)
+	return n
+}
+
+// release gives back n reserved slots that no attempt used.
+func (r *Runner) release(n int) {
+	if n == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.inflight -= n
+	r.mu.Unlock()
 }
 
 // targetRunning reports the attempts of target in flight.
@@ -203,56 +222,66 @@ func (r *Runner) stopDispatch() {
 // cannot park it for long; waking early only costs one look at the queue.
 const maxSleep = time.Minute
 
-// dispatch is the dispatcher: it starts due jobs while the pool has free
-// slots, then sleeps until the next due time or a wake-up.
+// dispatch is the dispatcher: whenever a job is due and the pool has free
+// slots, it reserves them and starts a claim, which runs the attempts once
+// their start records are durable; then it sleeps until the next due time or
+// a wake-up (an enqueue, an ended attempt, a finished claim). It does not
+// wait for a claim's sync before looking again, so claims overlap and share
+// group commits with everything else in flight.
 func (r *Runner) dispatch() {
 	defer close(r.dispatcherDone)
-	lim := store.Limits{PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning}
 	for {
-		select {
-		case <-r.stop:
-			return
-		default:
-		}
-		free := r.free()
-		if free > 0 {
-			lim.Max = free
-			claims, err := r.st.Claim(r.base, r.nowMS(), lim)
-			if err != nil {
-				if !errors.Is(err, store.ErrClosed) {
-					r.fail(err)
-				}
-				return
-			}
-			for _, c := range claims {
-				r.startAttempt(c)
-			}
-			if len(claims) == free {
-				continue // the pool is full now; look again at once in case a slot freed
-			}
-		}
 		var timer <-chan time.Time
 		stopTimer := func() bool { return false }
 		if next, ok := r.st.NextDue(); ok {
-			d := time.Duration(next-r.nowMS()) * time.Millisecond
-			switch {
-			case d > 0:
-				timer, stopTimer = r.cfg.Clock.NewTimer(min(d, maxSleep))
-			case r.free() > 0 && r.cfg.TargetConcurrency == 0:
-				continue // due work and a free slot: the next claim makes progress
+			now := r.nowMS()
+			if next <= now {
+				if n := r.reserve(); n > 0 {
+					r.claims.Add(1)
+					go r.claim(now, n)
+				}
+				// Otherwise due work waits for a free slot, which an ending
+				// attempt signals.
+			} else {
+				timer, stopTimer = r.cfg.Clock.NewTimer(min(time.Duration(next-now)*time.Millisecond, maxSleep))
 			}
-			// Otherwise due work waits for a free slot (or a target's), which
-			// ending attempts signal.
 		}
 		select {
 		case <-r.stop:
 			stopTimer()
+			r.claims.Wait()
 			return
 		case <-r.wake:
 		case <-timer:
 		}
 		stopTimer()
 	}
+}
+
+// claim starts up to n due jobs on n reserved slots.
+func (r *Runner) claim(now int64, n int) {
+	defer r.claims.Done()
+	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning})
+	if err != nil {
+		r.release(n)
+		if !errors.Is(err, store.ErrClosed) {
+			r.fail(err)
+		}
+		return
+	}
+	r.release(n - len(claims))
+	if len(claims) < n && r.cfg.TargetConcurrency > 0 {
+		if next, ok := r.st.NextDue(); ok && next <= now {
+			// The due jobs left are held back by their targets' limits.
+			r.mu.Lock()
+			r.targetBlocked = true
+			r.mu.Unlock()
+		}
+	}
+	for _, c := range claims {
+		r.startAttempt(c)
+	}
+	r.signal()
 }
 
 // timeoutFor picks the attempt timeout: the job's, the kind's, the runner's.
@@ -275,7 +304,6 @@ func (r *Runner) startAttempt(c store.Claim) {
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 
 	r.mu.Lock()
-	r.inflight++
 	r.running[c.ID] = &flight{cancel: cancel}
 	r.perTarget[c.Target]++
 	if _, ok := r.cancelEarly[c.ID]; ok {
@@ -312,6 +340,7 @@ func (r *Runner) startAttempt(c store.Claim) {
 
 		r.mu.Lock()
 		r.inflight--
+		r.targetBlocked = false
 		delete(r.running, c.ID)
 		if r.perTarget[c.Target]--; r.perTarget[c.Target] <= 0 {
 			delete(r.perTarget, c.Target)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // benchDir is where benchmarks write: the same disk the tests use, or
@@ -73,7 +74,8 @@ func BenchmarkAppendSingle(b *testing.B) {
 func BenchmarkAppendConcurrent64(b *testing.B) {
 	j := openBench(b)
 	syncs := 0
-	j.opts.OnSync = func(SyncInfo) { syncs++ }
+	var syncTime time.Duration
+	j.opts.OnSync = func(s SyncInfo) { syncs++; syncTime += s.Duration }
 	const workers = 64
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -96,6 +98,7 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 	b.StopTimer()
 	reportRate(b, per*workers)
 	b.ReportMetric(float64(per*workers)/float64(max(syncs, 1)), "records/sync")
+	b.ReportMetric(float64(syncTime.Microseconds())/float64(max(syncs, 1)), "µs-write+sync/sync")
 }
 
 // BenchmarkAppendBatch1000 appends 1,000 64-byte records per call.

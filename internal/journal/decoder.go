@@ -136,7 +136,9 @@ func (w *window) frameAt(off int64, maxRec int) (payload []byte, synced int64, n
 	return payload, synced, n, reason, nil
 }
 
-// scanResult is what scanSegment learned about one segment.
+// scanResult is what scanSegment learned about one segment. The segment's
+// valid records end at end; the bytes after it are either all zeros (clean)
+// or a torn write (tornReason set).
 type scanResult struct {
 	hdr     segHeader
 	records uint64
@@ -146,7 +148,9 @@ type scanResult struct {
 	// shortHeader is set when the file is too short to hold a header; the
 	// other fields are then zero.
 	shortHeader bool
-	// tornReason says why the bytes from end on are not valid frames.
+	// tornReason, if set, says why the bytes from end on are not valid
+	// frames: a torn write. Bytes after end that are all zero are the
+	// unused, preallocated part of the segment, not a torn write.
 	tornReason string
 }
 
@@ -180,8 +184,13 @@ func scanSegment(r io.ReaderAt, size int64, maxRec int, fn func(seq uint64, off 
 			return res, err
 		}
 		if reason != "" {
-			res.end, res.tornReason = off, reason
-			return res, w.confirmTorn(off, maxRec, reason)
+			res.end = off
+			last, err := w.lastNonZero(off)
+			if err != nil || last < 0 {
+				return res, err // only zeros follow: the unused, preallocated end
+			}
+			res.tornReason = reason
+			return res, w.confirmTorn(off, last, maxRec, reason)
 		}
 		if fn != nil {
 			if err := fn(res.hdr.firstSeq+res.records, off, payload); err != nil {
@@ -195,11 +204,32 @@ func scanSegment(r io.ReaderAt, size int64, maxRec int, fn func(seq uint64, off 
 	return res, nil
 }
 
-// confirmTorn looks past the bad frame at bad for a valid frame written
-// after bad had been durable. Finding one proves damage to acknowledged
-// bytes: a *CorruptError.
-func (w *window) confirmTorn(bad int64, maxRec int, reason string) error {
-	for off := bad + frameAlign; off+FrameHeaderSize <= w.size; off += frameAlign {
+// lastNonZero returns the offset of the last non-zero byte at or after
+// from, or -1 if there is none. It reads the file backwards a window at a
+// time.
+func (w *window) lastNonZero(from int64) (int64, error) {
+	for end := w.size; end > from; {
+		start := max(from, end-windowSize)
+		b, err := w.peek(start, int(end-start))
+		if err != nil {
+			return 0, err
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != 0 {
+				return start + int64(i), nil
+			}
+		}
+		end = start
+	}
+	return -1, nil
+}
+
+// confirmTorn looks past the bad frame at bad, up to the last non-zero byte
+// (a valid frame holds non-zero bytes), for a valid frame written after bad
+// had been durable. Finding one proves damage to acknowledged bytes: a
+// *CorruptError.
+func (w *window) confirmTorn(bad, last int64, maxRec int, reason string) error {
+	for off := bad + frameAlign; off <= last && off+FrameHeaderSize <= w.size; off += frameAlign {
 		_, synced, _, why, err := w.frameAt(off, maxRec)
 		if err != nil {
 			return err

@@ -170,6 +170,12 @@ type Options struct {
 	// MaxRecordSize is the largest record accepted by Append and by the
 	// decoder. Defaults to DefaultMaxRecordSize (4 MiB); at most 1 GiB.
 	MaxRecordSize int
+	// NoPreallocate turns off preallocation. By default each new segment
+	// is zero-filled to SegmentSize bytes before it is used (in the
+	// background, while the previous one fills up), so that appends
+	// overwrite existing blocks and each fdatasync flushes data only, not
+	// file-system metadata; Open reads the unused zeros as free space.
+	NoPreallocate bool
 	// OnSync, if set, is called by the commit goroutine after each
 	// successful group commit (for metrics). It must not block.
 	OnSync func(SyncInfo)
@@ -204,6 +210,14 @@ type SegmentInfo struct {
 	Size int64
 	// Path is the file's path.
 	Path string
+}
+
+// prealloc is how many bytes a new segment is zero-filled to.
+func (o Options) prealloc() int64 {
+	if o.NoPreallocate {
+		return 0
+	}
+	return o.SegmentSize
 }
 
 // withDefaults fills zero fields and checks the others.

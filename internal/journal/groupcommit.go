@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"time"
+
+	"github.com/runlog/runlog/internal/vfs"
 )
 
 // Group commit. One goroutine (run) owns the active segment file. Callers
@@ -27,6 +29,7 @@ const maxRetainedBuf = 16 << 20
 // run is the commit goroutine.
 func (j *Journal) run() {
 	defer close(j.loopDone)
+	defer j.dropPrepared()
 	var batch []*request
 	for {
 		j.mu.Lock()
@@ -48,24 +51,24 @@ func (j *Journal) run() {
 
 // letReleasedJoin lets the appenders just released (released of them) run
 // before the next group is taken: most of them append again at once, and
-// joining the next group instead of the one after it doubles the records per
-// sync under steady concurrency. It yields the processor while the queue
-// still grows, a few times at most, and costs next to nothing when no one
-// is waiting.
+// joining the next group instead of the one after it nearly doubles the
+// records per sync under steady concurrency. It yields the processor while
+// fewer than released requests are queued and the queue still grows, a
+// bounded number of times; when no one is waiting it returns at once.
 func (j *Journal) letReleasedJoin(released int) {
 	if released < 2 {
 		return
 	}
-	prev := -1
-	for range 4 {
+	prev := 0
+	for range 16 {
+		runtime.Gosched()
 		j.mu.Lock()
 		n := len(j.pending)
 		j.mu.Unlock()
-		if n == prev || n >= released {
+		if n >= released || (n == prev && n > 0) {
 			return
 		}
 		prev = n
-		runtime.Gosched()
 	}
 }
 
@@ -129,6 +132,7 @@ func (j *Journal) flush(group []*request) {
 			last.records += uint64(j.bufRecs)
 			j.mu.Unlock()
 			j.lastSeq.Store(j.nextSeq - 1)
+			j.maybePrepare()
 			if j.opts.OnSync != nil {
 				j.opts.OnSync(SyncInfo{Records: j.bufRecs, Bytes: len(j.buf), Duration: time.Since(start)})
 			}
@@ -176,27 +180,71 @@ func (j *Journal) fail(cause error) {
 	j.mu.Unlock()
 }
 
+// maybePrepare starts preallocating the next segment in the background once
+// the active one is half full.
+func (j *Journal) maybePrepare() {
+	size := j.opts.prealloc()
+	if size == 0 || j.prep != nil || j.size < j.opts.SegmentSize/2 {
+		return
+	}
+	ch := make(chan prepared, 1)
+	j.prep = ch
+	fsys, dir, next := j.fs, j.dir, j.activeIdx+1
+	go func() {
+		f, err := prepareSegment(fsys, dir, next, size)
+		ch <- prepared{f, err}
+	}()
+}
+
+// dropPrepared waits for a segment being prepared and deletes it (it has no
+// header yet; Open would remove it anyway).
+func (j *Journal) dropPrepared() {
+	if j.prep == nil {
+		return
+	}
+	p := <-j.prep
+	j.prep = nil
+	if p.err == nil {
+		p.f.Close()
+		_ = j.fs.Remove(filepath.Join(j.dir, segName(j.activeIdx+1)) + ".tmp")
+	}
+}
+
+// newSegment returns the durably created segment next, starting at
+// j.nextSeq: the prepared one if there is one, else a new one.
+func (j *Journal) newSegment(next uint64) (vfs.File, error) {
+	if j.prep != nil {
+		p := <-j.prep
+		j.prep = nil
+		if p.err == nil {
+			if err := publishSegment(j.fs, j.dir, p.f, next, j.nextSeq); err != nil {
+				p.f.Close()
+				return nil, err
+			}
+			return p.f, nil
+		}
+		// Preparing failed; try once more, in line, and let that error count.
+	}
+	return createSegment(j.fs, j.dir, next, j.nextSeq, j.opts.prealloc())
+}
+
 // rotate seals the active segment (it is already durable) and makes a new,
 // durably created one active.
 func (j *Journal) rotate() {
 	next := j.activeIdx + 1
-	if err := createSegment(j.fs, j.dir, next, j.nextSeq); err != nil {
+	f, err := j.newSegment(next)
+	if err != nil {
 		j.fail(err)
 		return
 	}
-	path := filepath.Join(j.dir, segName(next))
-	f, err := j.fs.OpenReadWrite(path)
-	if err != nil {
-		j.fail(fmt.Errorf("journal: open new segment: %w", err))
-		return
-	}
-	// The old segment's data was synced by the last flush; a close error
-	// cannot lose it.
+	// The old segment's data was synced by the last flush; cutting its
+	// unused preallocated zeros, and closing it, cannot lose anything.
+	_ = j.active.Truncate(j.size)
 	_ = j.active.Close()
 	j.active = f
 	j.activeIdx = next
 	j.size = HeaderSize
 	j.mu.Lock()
-	j.segs = append(j.segs, segment{index: next, firstSeq: j.nextSeq, size: HeaderSize, path: path})
+	j.segs = append(j.segs, segment{index: next, firstSeq: j.nextSeq, size: HeaderSize, path: filepath.Join(j.dir, segName(next))})
 	j.mu.Unlock()
 }

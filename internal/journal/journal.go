@@ -35,12 +35,19 @@ type Journal struct {
 
 	// Owned by the commit goroutine.
 	active    vfs.File
-	activeIdx uint64 // index of the active segment
-	loopErr   error  // the goroutine's copy of failErr
-	size      int64  // durable size of the active segment
-	nextSeq   uint64 // sequence number of the next record
-	buf       []byte // frames of the group being built
-	bufRecs   int    // records in buf
+	activeIdx uint64        // index of the active segment
+	loopErr   error         // the goroutine's copy of failErr
+	size      int64         // durable size of the active segment
+	nextSeq   uint64        // sequence number of the next record
+	buf       []byte        // frames of the group being built
+	bufRecs   int           // records in buf
+	prep      chan prepared // the next segment being preallocated, or nil
+}
+
+// prepared is a preallocated segment file, or why preparing it failed.
+type prepared struct {
+	f   vfs.File
+	err error
 }
 
 // Open opens the journal in dir, creating the directory and a first segment
@@ -103,16 +110,18 @@ func open(fsys vfs.FS, dir string, opts Options) (*Journal, error) {
 	if err := removeFiles(fsys, dir, rec.tmps); err != nil {
 		return nil, err
 	}
+	var f vfs.File
 	if len(rec.segs) == 0 {
-		if err := createSegment(fsys, dir, 1, 1); err != nil {
+		if f, err = createSegment(fsys, dir, 1, 1, opts.prealloc()); err != nil {
 			return nil, err
 		}
 		rec.segs = []segment{{index: 1, firstSeq: 1, size: HeaderSize, path: filepath.Join(dir, segName(1))}}
 	}
 	last := rec.segs[len(rec.segs)-1]
-	f, err := fsys.OpenReadWrite(last.path)
-	if err != nil {
-		return nil, fmt.Errorf("journal: open active segment: %w", err)
+	if f == nil {
+		if f, err = fsys.OpenReadWrite(last.path); err != nil {
+			return nil, fmt.Errorf("journal: open active segment: %w", err)
+		}
 	}
 	j := &Journal{
 		dir:       dir,

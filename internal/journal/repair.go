@@ -119,7 +119,7 @@ func checkSegment(fsys vfs.FS, path string, idx, want uint64, maxRec int, fn fun
 		return seg, nil, &CorruptError{File: path, Offset: 24, Reason: fmt.Sprintf("first sequence number is %d; the segments before it end at %d, so records are missing", res.hdr.firstSeq, want-1)}
 	}
 	seg.firstSeq, seg.records, seg.size = res.hdr.firstSeq, res.records, res.end
-	if res.end < size {
+	if res.tornReason != "" {
 		return seg, &TornTail{File: path, Offset: res.end, Bytes: size - res.end, Reason: res.tornReason}, nil
 	}
 	return seg, nil, nil

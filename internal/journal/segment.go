@@ -62,25 +62,59 @@ func listSegments(fsys vfs.FS, dir string) (indexes []uint64, tmps []string, err
 }
 
 // createSegment durably creates the empty segment index whose first record
-// will have sequence number firstSeq: the header is written to a temporary
-// file and synced, the file is renamed into place and the directory synced.
-// A crash at any point leaves either no segment or a complete header.
-func createSegment(fsys vfs.FS, dir string, index, firstSeq uint64) (err error) {
-	path := filepath.Join(dir, segName(index))
-	tmp := path + ".tmp"
+// will have sequence number firstSeq, zero-filled to prealloc bytes: see
+// prepareSegment and publishSegment. It returns the segment open for
+// reading and writing.
+func createSegment(fsys vfs.FS, dir string, index, firstSeq uint64, prealloc int64) (vfs.File, error) {
+	f, err := prepareSegment(fsys, dir, index, prealloc)
+	if err != nil {
+		return nil, err
+	}
+	if err := publishSegment(fsys, dir, f, index, firstSeq); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// zeros is a source of zero bytes for preallocation.
+var zeros = make([]byte, 256<<10)
+
+// prepareSegment creates the temporary file of segment index, zero-filled
+// to size bytes and synced. Writing the zeros now means later appends
+// overwrite blocks that already exist, so their fdatasync need not commit
+// file-system metadata; Open reads a tail of zeros as unused space.
+func prepareSegment(fsys vfs.FS, dir string, index uint64, size int64) (vfs.File, error) {
+	tmp := filepath.Join(dir, segName(index)) + ".tmp"
 	f, err := fsys.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("journal: create segment %s: %w", tmp, err)
+		return nil, fmt.Errorf("journal: create segment %s: %w", tmp, err)
 	}
-	_, err = f.Write(appendHeader(nil, index, firstSeq))
+	for off := int64(0); off < size && err == nil; off += int64(len(zeros)) {
+		_, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
+	}
+	if err == nil && size > 0 {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal: preallocate segment %s: %w", tmp, err)
+	}
+	return f, nil
+}
+
+// publishSegment turns the prepared file f of segment index into the
+// segment: it writes the header, syncs, renames the file into place and
+// syncs the directory. A crash at any point leaves either no segment or one
+// with a complete header.
+func publishSegment(fsys vfs.FS, dir string, f vfs.File, index, firstSeq uint64) error {
+	path := filepath.Join(dir, segName(index))
+	_, err := f.WriteAt(appendHeader(nil, index, firstSeq), 0)
 	if err == nil {
 		err = f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil {
-		err = fsys.Rename(tmp, path)
+		err = fsys.Rename(path+".tmp", path)
 	}
 	if err == nil {
 		err = fsys.SyncDir(dir)

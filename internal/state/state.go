@@ -81,6 +81,11 @@ func New(cfg Config) *State {
 // pending, a cancel of a finished job, a revive of a job that is not
 // failed or cancelled.
 //
+// OpStart starts the job even if its target's breaker would now refuse it
+// (possible on replay under a changed Config): the journal is the truth.
+// Enqueues are cheapest in ascending id order (as NextID hands them out);
+// an id below the largest is inserted in O(jobs).
+//
 // Apply copies op.Spec but shares its Payload, and keeps op.Output: the
 // caller must not modify those bytes afterwards.
 func (s *State) Apply(op *Op) {

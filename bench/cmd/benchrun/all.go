@@ -43,22 +43,32 @@ type sizes struct {
 	w3Conc, w4Conc    int
 	w4Window, w4Body  time.Duration
 	childLimit, drain time.Duration
+	// w1N overrides w1N for slow systems, so that the whole plan fits its
+	// time budget (the report shows N per row).
+	w1NFor map[string]int
+	// labels, if set, limits the plan to these configurations.
+	labels []string
 }
 
 var plans = map[string]sizes{
 	"full": {
 		w1N: 20000, w1Conc: []int{16, 256},
 		w2Dur: 10 * time.Second, w2Conc: 64, w2Prod: 16, w2Outstanding: 256,
-		w3N: 1000, w3Conc: 16,
-		w4N: 2000, w4Conc: 16, w4Window: 20 * time.Second, w4Body: time.Millisecond,
+		w3N: 500, w3Conc: 16,
+		w4N: 2000, w4Conc: 16, w4Window: 20 * time.Second, w4Body: 20 * time.Millisecond,
 		childLimit: 4 * time.Minute, drain: 2 * time.Minute,
+		// The 20000 for runlog; the peers drain at 150 to 4000
+		// jobs/s here, so 20000 each would take the matrix far past its
+		// 15 minutes.
+		w1NFor: map[string]int{"river-pg": 3000, "river-sqlite": 3000, "goqite": 3000, "asynq": 3000},
 	},
 	"smoke": {
 		w1N: 500, w1Conc: []int{16},
 		w2Dur: 2 * time.Second, w2Conc: 16, w2Prod: 4, w2Outstanding: 64,
 		w3N: 100, w3Conc: 16,
-		w4N: 200, w4Conc: 16, w4Window: 6 * time.Second, w4Body: time.Millisecond,
+		w4N: 200, w4Conc: 16, w4Window: 6 * time.Second, w4Body: 20 * time.Millisecond,
 		childLimit: time.Minute, drain: 30 * time.Second,
+		labels: []string{"runlog", "goqite tuned"},
 	},
 }
 
@@ -86,8 +96,12 @@ func configs(redisAlways, redisEverysec string) []config {
 func matrix(cfgs []config, s sizes) []entry {
 	var out []entry
 	for _, c := range cfgs {
+		n := s.w1N
+		if v, ok := s.w1NFor[c.system]; ok {
+			n = v
+		}
 		for _, conc := range s.w1Conc {
-			out = append(out, entry{cfg: c, workload: harness.W1, conc: conc, n: s.w1N})
+			out = append(out, entry{cfg: c, workload: harness.W1, conc: conc, n: n})
 		}
 		out = append(out, entry{cfg: c, workload: harness.W2, conc: s.w2Conc, extra: []string{
 			"-duration", s.w2Dur.String(), "-producers", strconv.Itoa(s.w2Prod), "-outstanding", strconv.Itoa(s.w2Outstanding)}})
@@ -126,6 +140,7 @@ func cmdAll(args []string) error {
 	pg := fs.String("pg", os.Getenv("BENCH_PG_URL"), "PostgreSQL URL (river-pg)")
 	redisAlways := fs.String("redis-always", os.Getenv("BENCH_REDIS_ALWAYS"), "Redis with appendfsync always")
 	redisEverysec := fs.String("redis-everysec", os.Getenv("BENCH_REDIS_EVERYSEC"), "Redis with appendfsync everysec")
+	strict := fs.Bool("strict", false, "exit 1 if a run failed, or a job was lost or ran twice where the workload forbids it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,7 +154,8 @@ func cmdAll(args []string) error {
 	}
 	var cfgs []config
 	for _, c := range configs(*redisAlways, *redisEverysec) {
-		if *only != "" && !slices.Contains(strings.Split(*only, ","), c.system) {
+		if *only != "" && !slices.Contains(strings.Split(*only, ","), c.system) ||
+			s.labels != nil && !slices.Contains(s.labels, c.label) {
 			continue
 		}
 		sys, err := harness.Lookup(c.system)
@@ -159,10 +175,14 @@ func cmdAll(args []string) error {
 	}
 	defer f.Close()
 	begin := time.Now()
+	var bad []string
 	for i, e := range runs {
 		fmt.Fprintf(os.Stderr, "[%2d/%d %5.0fs] %-22s %s c=%-3d ", i+1, len(runs), time.Since(begin).Seconds(), e.cfg.label, e.workload, e.conc)
 		r := runChild(self, e, s, *pg)
 		fmt.Fprintln(os.Stderr, summary(r))
+		if p := problem(r); p != "" {
+			bad = append(bad, fmt.Sprintf("%s %s c=%d: %s", r.Label, r.Workload, r.Concurrency, p))
+		}
 		b, err := json.Marshal(r)
 		if err != nil {
 			return err
@@ -172,7 +192,27 @@ func cmdAll(args []string) error {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "%d runs in %.0fs\n", len(runs), time.Since(begin).Seconds())
+	for _, b := range bad {
+		fmt.Fprintln(os.Stderr, "problem:", b)
+	}
+	if *strict && len(bad) > 0 {
+		return fmt.Errorf("%d of %d runs had a problem", len(bad), len(runs))
+	}
 	return nil
+}
+
+// problem says what is wrong with a run: an error, a W1 or W3 job that
+// did not run exactly once, or a runlog W4 job not run again.
+func problem(r harness.Result) string {
+	switch {
+	case r.Error != "":
+		return r.Error
+	case (r.Workload == harness.W1 || r.Workload == harness.W3) && (r.Missing > 0 || r.Duplicates > 0 || r.ExtraAttempts > 0):
+		return fmt.Sprintf("%d missing, %d twice, %d extra attempts", r.Missing, r.Duplicates, r.ExtraAttempts)
+	case r.Workload == harness.W4 && r.System == "runlog" && r.Lost > 0:
+		return fmt.Sprintf("%d jobs not run again after the restart", r.Lost)
+	}
+	return ""
 }
 
 // runChild runs one entry in a child process and returns its result; a

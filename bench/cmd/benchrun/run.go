@@ -97,7 +97,7 @@ func cmdRun(args []string) error {
 
 func run(ctx context.Context, sys harness.System, f *runFlags, r *harness.Result) error {
 	if f.workload == harness.W4 {
-		return runCrash(ctx, sys, f, r)
+		return runCrash(ctx, f, r)
 	}
 	cfg := f.config(true)
 	if f.workload == harness.W3 {
@@ -130,7 +130,7 @@ func run(ctx context.Context, sys harness.System, f *runFlags, r *harness.Result
 }
 
 // runCrash is the parent of W4: it spawns worker processes of this binary.
-func runCrash(ctx context.Context, sys harness.System, f *runFlags, r *harness.Result) error {
+func runCrash(ctx context.Context, f *runFlags, r *harness.Result) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -140,6 +140,7 @@ func runCrash(ctx context.Context, sys harness.System, f *runFlags, r *harness.R
 		KillAfter:   f.n / 2,
 		Limit:       f.limit,
 		Window:      f.window,
+		Body:        f.body,
 		StartLedger: filepath.Join(f.dir, "started.ledger"),
 		DoneLedger:  filepath.Join(f.dir, "done.ledger"),
 	}
@@ -158,7 +159,6 @@ func runCrash(ctx context.Context, sys harness.System, f *runFlags, r *harness.R
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		return cmd, cmd.Start()
 	}
-	_ = sys
 	err = harness.RunCrash(ctx, p, r)
 	if b, rerr := os.ReadFile(settingsFile); rerr == nil {
 		_ = json.Unmarshal(b, &r.Settings)

@@ -183,6 +183,9 @@ type CrashParams struct {
 	Limit time.Duration
 	// Window is how long the parent watches the restarted worker.
 	Window time.Duration
+	// Body is how long each job body takes (reported only; the workers
+	// are told by Spawn).
+	Body time.Duration
 	// StartLedger and DoneLedger are the worker's ledgers.
 	StartLedger, DoneLedger string
 	// Spawn starts a worker process; first is true for the one that
@@ -199,6 +202,7 @@ func RunCrash(ctx context.Context, p CrashParams, r *Result) error {
 	defer func() { r.WallSeconds = time.Since(begin).Seconds() }()
 	r.N = p.N
 	r.WindowSeconds = p.Window.Seconds()
+	r.BodyMillis = float64(p.Body) / float64(time.Millisecond)
 	r.RecoverSeconds, r.AllDoneSeconds = -1, -1
 
 	first, err := p.Spawn(true)

@@ -20,6 +20,12 @@ type Result struct {
 	ProcessRate      float64 `json:"process_rate,omitempty"`       // jobs/s, drain
 	WallSeconds      float64 `json:"wall_seconds,omitempty"`       // whole workload
 
+	// W2: the producers and the bound on jobs enqueued and not yet done.
+	Producers   int `json:"producers,omitempty"`
+	Outstanding int `json:"outstanding,omitempty"`
+	// DurationSeconds is how long producers and consumers ran together.
+	DurationSeconds float64 `json:"duration_seconds,omitempty"`
+
 	// W2 and W3.
 	Completed    int     `json:"completed,omitempty"`
 	CompleteRate float64 `json:"complete_rate,omitempty"` // jobs/s
@@ -45,6 +51,8 @@ type Result struct {
 	AllDoneSeconds float64 `json:"all_done_seconds,omitempty"`
 	// WindowSeconds is how long the harness waited after the restart.
 	WindowSeconds float64 `json:"window_seconds,omitempty"`
+	// BodyMillis is how long each W4 job body took.
+	BodyMillis float64 `json:"body_ms,omitempty"`
 
 	// MaxRSSKiB is the peak resident set of the process that ran the jobs
 	// (servers not included).

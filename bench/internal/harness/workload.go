@@ -232,6 +232,7 @@ type W2Params struct {
 func RunW2(ctx context.Context, d Driver, p W2Params, r *Result) error {
 	begin := time.Now()
 	defer func() { r.WallSeconds = time.Since(begin).Seconds() }()
+	r.Producers, r.Outstanding, r.DurationSeconds = p.Producers, p.Outstanding, p.Duration.Seconds()
 	t := newTracker(0, -1, 0)
 	t.lat = newSamples(4 << 20)
 	sem := make(chan struct{}, p.Outstanding)

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +50,9 @@ func Describe(dir string) Machine {
 		CPUs:      runtime.NumCPU(),
 		GoVersion: runtime.Version(),
 		CPUModel:  firstField("/proc/cpuinfo", "model name"),
-		Memory:    firstField("/proc/meminfo", "MemTotal"),
+	}
+	if kb, err := strconv.ParseInt(strings.TrimSuffix(firstField("/proc/meminfo", "MemTotal"), " kB"), 10, 64); err == nil {
+		m.Memory = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/runlog/runlog/bench/internal/harness"
 )
@@ -185,19 +186,19 @@ func Render(rs []harness.Result, info Info) string {
 	for _, conc := range x.concurrencies(harness.W1) {
 		runs := x.of(harness.W1, conc)
 		rl, hasRL := find(runs, runlogLabel)
-		p("### W1 at concurrency %d (N = %d)\n\n", conc, firstN(runs))
-		p("| system | enqueue jobs/s (one per call) | enqueue jobs/s (batched) | processing jobs/s | wall | peak RSS | each job once | runlog ÷ this (processing) |\n")
-		p("|---|---:|---:|---:|---:|---:|---|---:|\n")
+		p("### W1 at concurrency %d\n\n", conc)
+		p("| system | N | enqueue jobs/s (one per call) | enqueue jobs/s (batched) | processing jobs/s | wall | peak RSS | each job once | runlog ÷ this (processing) |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
 		for _, r := range runs {
 			if r.Error != "" {
-				p("| %s | failed: %s |||||||\n", r.Label, cell(r.Error))
+				p("| %s | %d | failed: %s |||||||\n", r.Label, r.N, cell(r.Error))
 				continue
 			}
 			ratio := "—"
 			if hasRL && r.Label != runlogLabel {
 				ratio = Ratio(rl.ProcessRate, r.ProcessRate)
 			}
-			p("| %s | %s | %s | %s | %.1f s | %s | %s | %s |\n", r.Label, num(r.EnqueueRate), num(r.EnqueueBatchRate), num(r.ProcessRate), r.WallSeconds, mib(r.MaxRSSKiB), onceCell(r), ratio)
+			p("| %s | %d | %s | %s | %s | %.1f s | %s | %s | %s |\n", r.Label, r.N, num(r.EnqueueRate), num(r.EnqueueBatchRate), num(r.ProcessRate), r.WallSeconds, mib(r.MaxRSSKiB), onceCell(r), ratio)
 		}
 		p("\n")
 	}
@@ -205,7 +206,7 @@ func Render(rs []harness.Result, info Info) string {
 	if runs := x.of(harness.W2, 0); len(runs) > 0 {
 		rl, hasRL := find(runs, runlogLabel)
 		p("## W2: producers and consumers at once\n\n")
-		p("Producers enqueue one job per call while the workers (concurrency %d) run them, for the time given. A producer waits while %s jobs are enqueued and not yet done, so the latency is the system's, not an ever-growing backlog's. Latency is from just before the enqueue call to the start of the job body.\n\n", runs[0].Concurrency, outstandingOf(info))
+		p("%d producers each enqueue one job per call while the workers (concurrency %d) run them, for %.0f s. A producer waits while %d jobs are enqueued and not yet done, so the latency is the system's, not an ever-growing backlog's. Latency is from just before the enqueue call to the start of the job body.\n\n", runs[0].Producers, runs[0].Concurrency, runs[0].DurationSeconds, runs[0].Outstanding)
 		p("| system | completed jobs/s | p50 enqueue→start | p99 enqueue→start | peak RSS | runlog ÷ this (jobs/s) |\n")
 		p("|---|---:|---:|---:|---:|---:|\n")
 		for _, r := range runs {
@@ -244,7 +245,7 @@ func Render(rs []harness.Result, info Info) string {
 
 	if runs := x.of(harness.W4, 0); len(runs) > 0 {
 		p("## W4: kill -9 of the worker midway, then restart (N = %d, concurrency %d)\n\n", firstN(runs), runs[0].Concurrency)
-		p("The worker process enqueues N jobs, runs them (each body sleeps %s so that jobs are in flight) and appends the job id to a ledger file (O_APPEND) before and after each body. The harness kills it with SIGKILL once half the jobs are done, restarts it, and watches the ledger until every job ran or the window passed. *In flight* = bodies started and not finished at the kill. *Not run* = jobs with no finished body when the window closed (for a system that rescues later than the window, these are late, not necessarily lost forever). *Ran twice* = jobs whose body finished twice (at-least-once delivery).\n\n", bodyOf(info))
+		p("The worker process enqueues N jobs, runs them (each body sleeps %s so that jobs are in flight) and appends the job id to a ledger file (O_APPEND) before and after each body. The harness kills it with SIGKILL once half the jobs are done, restarts it, and watches the ledger until every job ran or the window passed. *In flight* = bodies started and not finished at the kill. *Not run* = jobs with no finished body when the window closed (for a system that rescues later than the window, these are late, not necessarily lost forever). *Ran twice* = jobs whose body finished twice (at-least-once delivery).\n\n", time.Duration(runs[0].BodyMillis*float64(time.Millisecond)))
 		p("| system | in flight at kill | not run by window end | ran twice | in-flight jobs ran again after restart | all jobs done after restart | window | peak RSS |\n")
 		p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range runs {
@@ -267,20 +268,6 @@ func Render(rs []harness.Result, info Info) string {
 		p("\n")
 	}
 	return b.String()
-}
-
-// outstandingOf and bodyOf read the workload parameters the notes carry;
-// they default to the full plan's.
-func outstandingOf(info Info) string { return paramOf(info, "outstanding", "256") }
-func bodyOf(info Info) string        { return paramOf(info, "body", "1ms") }
-
-func paramOf(info Info, name, def string) string {
-	for _, n := range info.Notes {
-		if v, ok := strings.CutPrefix(n, "param "+name+"="); ok {
-			return v
-		}
-	}
-	return def
 }
 
 func firstN(rs []harness.Result) int {
