@@ -27,6 +27,9 @@ import (
 const (
 	DefaultAddr            = "127.0.0.1:7070"
 	DefaultShutdownTimeout = 30 * time.Second
+	// DefaultReadHeaderTimeout bounds how long a client may take to send
+	// its request headers.
+	DefaultReadHeaderTimeout = 10 * time.Second
 	// MaxHeaderBytes bounds request headers; larger ones get 431.
 	MaxHeaderBytes = 64 << 10
 )
@@ -59,6 +62,9 @@ type Config struct {
 	MaxBody int64
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// ReadHeaderTimeout cuts off a client that has not sent its request
+	// headers in time (slowloris). Defaults to DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
 }
 
 // Server is a running runlog serve: an open runner and an HTTP server.
@@ -91,6 +97,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
 	metrics := NewMetrics()
 	rc := cfg.Runner
@@ -134,7 +143,7 @@ func Start(cfg Config) (*Server, error) {
 		log:    cfg.Logger,
 		http: &http.Server{
 			Handler:           api,
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 			ReadTimeout:       time.Minute,
 			WriteTimeout:      2 * time.Minute,
 			IdleTimeout:       2 * time.Minute,

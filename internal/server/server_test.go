@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,4 +146,35 @@ func TestGracefulShutdown(t *testing.T) {
 	if n := after.Load(); n < int64(len(ids)) {
 		t.Fatalf("%d deliveries after the restart; want every cut job (%d) delivered again", n, len(ids))
 	}
+}
+
+// TestSlowHeadersCutOff (checklist 21): a client that trickles its request
+// headers is disconnected after ReadHeaderTimeout.
+func TestSlowHeadersCutOff(t *testing.T) {
+	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ReadHeaderTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	conn, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /v1/stats HTTP/1.1\r\nHost: x\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Keep trickling header bytes; the server must close the connection
+	// long before this loop ends.
+	for i := range 200 {
+		time.Sleep(50 * time.Millisecond)
+		if _, err := io.WriteString(conn, "X-Slow-"+strconv.Itoa(i)+": 1\r\n"); err != nil {
+			return // cut off
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(time.Millisecond))
+		if _, err := conn.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return // closed by the server
+		}
+	}
+	t.Fatal("a client trickling headers for 10 s was not cut off by a 200 ms ReadHeaderTimeout")
 }
