@@ -194,13 +194,7 @@ func (r *Runner) Cancel(ctx context.Context, id uint64, reason string) error {
 		return mapErr(err)
 	}
 	if running {
-		r.mu.Lock()
-		if f, ok := r.running[id]; ok {
-			f.cancel(errJobCancelled)
-		} else {
-			r.cancelEarly[id] = struct{}{}
-		}
-		r.mu.Unlock()
+		r.cancelAttempt(id)
 	}
 	return nil
 }

@@ -151,6 +151,7 @@ func start(st store.Store, cfg Config) *Runner {
 		cancelEarly:    make(map[uint64]struct{}),
 	}
 	r.base, r.cancelBase = context.WithCancelCause(context.Background())
+	st.SetNotify(store.Notify{Wake: r.signal, CancelAttempt: r.cancelAttempt})
 	const finishers = 2 // one settles a batch while the next one gathers
 	r.finishersDone.Add(finishers)
 	for range finishers {
@@ -158,6 +159,18 @@ func start(st store.Store, cfg Config) *Runner {
 	}
 	go r.dispatch()
 	return r
+}
+
+// cancelAttempt cancels the context of job id's attempt, if one runs here, or
+// marks it to be cancelled as soon as its flight registers.
+func (r *Runner) cancelAttempt(id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.running[id]; ok {
+		f.cancel(errJobCancelled)
+	} else {
+		r.cancelEarly[id] = struct{}{}
+	}
 }
 
 // nowMS is the current time in ms since the Unix epoch.

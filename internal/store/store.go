@@ -100,6 +100,18 @@ type Stats struct {
 	HasDue    bool
 }
 
+// Notify is how a store tells the engine about changes that did not come
+// through this engine's own calls (another node enqueued a job, or cancelled
+// a job that runs here). The embedded store, which has no other writers,
+// never calls them. Both funcs must not block.
+type Notify struct {
+	// Wake: jobs may have become due; look again.
+	Wake func()
+	// CancelAttempt: job id, running here, was cancelled elsewhere; cancel
+	// its attempt's context.
+	CancelAttempt func(id uint64)
+}
+
 // Store is the durable side of the engine. Implementations are safe for
 // concurrent use.
 type Store interface {
@@ -130,6 +142,9 @@ type Store interface {
 	Stats(ctx context.Context) (Stats, error)
 	// Targets returns every known target with its breaker and load.
 	Targets(ctx context.Context) ([]TargetInfo, error)
+	// SetNotify installs the engine's callbacks; called once, before any
+	// other method.
+	SetNotify(n Notify)
 	// Close releases the store. Running attempts that were never finished
 	// are requeued (as failed attempts) when the store is opened again.
 	Close() error

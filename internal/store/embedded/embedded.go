@@ -437,6 +437,10 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	return out, nil
 }
 
+// SetNotify implements store.Store: this store has no other writers, so it
+// never calls n.
+func (s *Store) SetNotify(n store.Notify) {}
+
 // Close implements store.Store. It is idempotent.
 func (s *Store) Close() error {
 	s.mu.Lock()
