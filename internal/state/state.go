@@ -48,17 +48,18 @@ func (c *Counts) add(s JobState, d int) {
 // (due time, id), which is the order PeekDue hands them out. Finished jobs
 // are kept, with their Spec, for inspection.
 type State struct {
-	cfg      Config
-	jobs     []*Job // ascending by ID
-	heap     pendingHeap
-	held     []*Job
-	running  []*Job // unordered; a running job's index is its position
-	keys     map[string]uint64
-	breakers map[string]retry.Breaker // only the non-zero ones
-	names    map[string]string        // interned job kinds and targets
-	lastName string                   // the last name interned, a fast path
-	nextID   uint64
-	counts   Counts
+	cfg        Config
+	jobs       []*Job // ascending by ID
+	heap       pendingHeap
+	held       []*Job
+	running    []*Job // unordered; a running job's index is its position
+	keys       map[string]uint64
+	breakers   map[string]retry.Breaker // only the non-zero ones
+	names      map[string]string        // interned job kinds and targets
+	lastKind   string                   // the last kind and target interned: a fast path
+	lastTarget string
+	nextID     uint64
+	counts     Counts
 }
 
 // New returns an empty state.
@@ -130,8 +131,8 @@ func (s *State) enqueue(op *Op) {
 		return
 	}
 	a := &jobAlloc{spec: *op.Spec}
-	a.spec.Kind = s.intern(a.spec.Kind)
-	a.spec.Target = s.intern(a.spec.Target)
+	a.spec.Kind = s.intern(a.spec.Kind, &s.lastKind)
+	a.spec.Target = s.intern(a.spec.Target, &s.lastTarget)
 	j := &a.job
 	*j = Job{ID: op.ID, Spec: &a.spec, Due: op.Due, FirstDue: op.Due, EnqueuedAt: op.At, index: -1}
 	if i == len(s.jobs) {
@@ -147,16 +148,19 @@ func (s *State) enqueue(op *Op) {
 	s.counts.Pending++
 }
 
-func (s *State) intern(name string) string {
-	if name == s.lastName {
-		return s.lastName
+// intern returns the state's copy of name, so that jobs share one string per
+// kind and target; *last caches the previous answer for runs of equal names.
+func (s *State) intern(name string, last *string) string {
+	if name == *last {
+		return *last
 	}
-	if v, ok := s.names[name]; ok {
-		s.lastName = v
-		return v
+	v, ok := s.names[name]
+	if !ok {
+		s.names[name] = name
+		v = name
 	}
-	s.names[name] = name
-	return name
+	*last = v
+	return v
 }
 
 func (s *State) start(op *Op) {
