@@ -273,6 +273,9 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	ops := make([]state.Op, 0, len(outs))
 	for _, o := range outs {
 		op := s.st.Settle(o.ID, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rnd())
+		if op.Kind == 0 {
+			continue // the attempt is not open (a duplicate or fenced outcome): nothing to journal
+		}
 		ops = append(ops, op)
 		s.st.Apply(&ops[len(ops)-1])
 	}
