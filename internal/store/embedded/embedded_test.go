@@ -243,3 +243,33 @@ func TestPerTargetLimit(t *testing.T) {
 		t.Fatalf("held jobs lost from the queue: %d %v", due, ok)
 	}
 }
+
+// TestDuplicateOutcomeIsIgnored: an outcome reported twice for one attempt
+// records nothing the second time, and the journal stays readable.
+func TestDuplicateOutcomeIsIgnored(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openStore(t, dir, 1000)
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
+	if _, err := s.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Claim(ctx, 1000, store.Limits{Max: 1})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	out := store.Outcome{ID: cs[0].ID, Attempt: cs[0].Attempt, Class: retry.Success, AfterMS: -1}
+	rnd := func() uint32 { return 0 }
+	for range 2 {
+		if err := s.Finish(ctx, 1001, rnd, []store.Outcome{out}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s = openStore(t, dir, 2000)
+	defer s.Close()
+	j, err := s.Job(ctx, cs[0].ID)
+	if err != nil || j.State != state.Succeeded || len(j.Attempts) != 1 {
+		t.Fatalf("after a duplicate outcome and reopen: %+v %v", j, err)
+	}
+}
