@@ -13,8 +13,10 @@ import (
 // listFlag is a repeatable string flag.
 type listFlag []string
 
+// String joins the values with commas (flag.Value).
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
 
+// Set appends a value (flag.Value).
 func (l *listFlag) Set(v string) error {
 	*l = append(*l, v)
 	return nil
@@ -24,8 +26,10 @@ func (l *listFlag) Set(v string) error {
 // GiB (or KB, MB, GB) suffix.
 type byteSize int64
 
+// String is the size in bytes (flag.Value).
 func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
 
+// Set parses a size such as 1048576, 512KiB or 1MiB (flag.Value).
 func (b *byteSize) Set(v string) error {
 	s := strings.TrimSpace(v)
 	mult := int64(1)

@@ -149,6 +149,7 @@ type tailBuffer struct {
 	dropped int64  // guarded by mu
 }
 
+// Write keeps the tail of p and of what came before; it never fails.
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

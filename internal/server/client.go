@@ -29,6 +29,7 @@ type APIError struct {
 	Message string // the body's "error"
 }
 
+// Error says the status and the server's message.
 func (e *APIError) Error() string {
 	return fmt.Sprintf("server answered %d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
 }

@@ -105,12 +105,14 @@ var (
 // statsCollector turns the runner's Stats into gauges at scrape time.
 type statsCollector struct{ r *runlog.Runner }
 
+// Describe sends the descriptors of the Stats gauges (prometheus.Collector).
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descJobs, descPool, descLag, descBreaker, descTargetFailures, descTargetJobs} {
 		ch <- d
 	}
 }
 
+// Collect reads the runner's Stats once and sends the gauges.
 func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
