@@ -65,9 +65,14 @@ func readAll(t testing.TB, j *Journal) []entry {
 	return out
 }
 
+// mustOpen opens a journal. With the default 64 MiB segment size it turns
+// preallocation off, to keep test filesystems small.
 func mustOpen(t testing.TB, fsys vfs.FS, dir string, opts Options) *Journal {
 	t.Helper()
 	opts.FS = fsys
+	if opts.SegmentSize == 0 {
+		opts.NoPreallocate = true
+	}
 	j, err := Open(dir, opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

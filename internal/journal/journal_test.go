@@ -68,11 +68,23 @@ type spyFile struct {
 }
 
 func (s *spyFS) OpenReadWrite(name string) (vfs.File, error) {
-	f, err := s.FS.OpenReadWrite(name)
+	return s.wrap(s.FS.OpenReadWrite(name))
+}
+
+func (s *spyFS) Create(name string) (vfs.File, error) {
+	return s.wrap(s.FS.Create(name))
+}
+
+// wrap spies on f under the name of the segment it is or will become.
+func (s *spyFS) wrap(f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &spyFile{File: f, fs: s, name: name}, nil
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return &spyFile{File: f, fs: s, name: strings.TrimSuffix(st.Name(), ".tmp")}, nil
 }
 
 func (f *spyFile) WriteAt(p []byte, off int64) (int, error) {
@@ -119,7 +131,7 @@ func TestGroupCommitSpy(t *testing.T) {
 				}
 				end := pos.Offset + int64(frameSize(len(rec)))
 				spy.mu.Lock()
-				synced := spy.synced[segPath("j", pos.Segment)]
+				synced := spy.synced[segName(pos.Segment)]
 				spy.mu.Unlock()
 				if synced < end {
 					t.Errorf("Append of seq %d returned with its segment synced to %d; its frame ends at %d", pos.Seq, synced, end)
@@ -393,7 +405,7 @@ func TestOnSyncAndEmptyBatch(t *testing.T) {
 // TestScanAndVerify: the read-only inspection functions report records,
 // a torn tail (without repairing it) and corruption.
 func TestScanAndVerify(t *testing.T) {
-	f := newFixture(t, 20, 256)
+	f := newFixture(t, 20, 256, false)
 	rep := mustVerify(t, f.m, f.dir, f.opts)
 	last := f.pos[len(f.pos)-1]
 	if rep.Records != 20 || rep.FirstSeq != 1 || rep.LastSeq != 20 || rep.Segments != int(last.Segment) || rep.Torn != nil {
@@ -411,12 +423,14 @@ func TestScanAndVerify(t *testing.T) {
 	m := f.clone()
 	_, data := f.lastSeg(t)
 	path := segPath(f.dir, last.Segment)
-	m.WriteFile(path, append(bytes.Clone(data), 1, 2, 3))
+	end := f.frameEnd(len(f.pos) - 1)
+	torn := append(bytes.Clone(data[:end]), 1, 2, 3)
+	m.WriteFile(path, torn)
 	rep = mustVerify(t, m, f.dir, f.opts)
-	if rep.Torn == nil || rep.Torn.File != path || rep.Torn.Offset != int64(len(data)) || rep.Torn.Bytes != 3 || rep.Records != 20 {
+	if rep.Torn == nil || rep.Torn.File != path || rep.Torn.Offset != end || rep.Torn.Bytes != 3 || rep.Records != 20 {
 		t.Fatalf("Verify of a torn tail = %+v %+v", rep, rep.Torn)
 	}
-	if after, _ := m.ReadFile(path); len(after) != len(data)+3 {
+	if after, _ := m.ReadFile(path); !bytes.Equal(after, torn) {
 		t.Fatalf("Verify changed the segment")
 	}
 	// Corruption stops Scan after the records before it.
@@ -436,7 +450,7 @@ func TestScanAndVerify(t *testing.T) {
 }
 
 func TestMissingSegmentIsCorrupt(t *testing.T) {
-	f := newFixture(t, 30, 200)
+	f := newFixture(t, 30, 200, false)
 	m := f.clone()
 	m.Remove(segPath(f.dir, 2))
 	_, err := Open(f.dir, Options{FS: m})

@@ -37,6 +37,7 @@ var _ FS = (*Mem)(nil)
 
 // memNode is one file (an inode).
 type memNode struct {
+	name    string // its current name, for operations on open files
 	data    []byte // live bytes
 	synced  []byte // durable bytes
 	dirty   bool   // data may differ from synced at offsets >= dirtyFrom
@@ -170,16 +171,16 @@ func (m *Mem) Create(name string) (File, error) {
 		n.data = n.data[:0]
 		n.markDirty(0)
 		n.modTime = time.Now()
-		return &memFile{m: m, n: n, name: name, writable: true}, nil
+		return &memFile{m: m, n: n, writable: true}, nil
 	}
 	dir := filepath.Dir(name)
 	if !m.dirExists(dir) {
 		return nil, notExist("create", name)
 	}
-	n := &memNode{modTime: time.Now()}
+	n := &memNode{name: name, modTime: time.Now()}
 	m.files[name] = n
 	m.pending = append(m.pending, dirOp{kind: dirCreate, dir: dir, new: name, node: n})
-	return &memFile{m: m, n: n, name: name, writable: true}, nil
+	return &memFile{m: m, n: n, writable: true}, nil
 }
 
 // Open implements FS.
@@ -199,7 +200,7 @@ func (m *Mem) open(name string, writable bool) (File, error) {
 	if n == nil {
 		return nil, notExist("open", name)
 	}
-	return &memFile{m: m, n: n, name: name, writable: writable}, nil
+	return &memFile{m: m, n: n, writable: writable}, nil
 }
 
 // Remove implements FS.
@@ -236,6 +237,7 @@ func (m *Mem) Rename(oldname, newname string) error {
 	}
 	delete(m.files, oldname)
 	m.files[newname] = n
+	n.name = newname
 	m.pending = append(m.pending, dirOp{kind: dirRename, dir: filepath.Dir(newname), old: oldname, new: newname, node: n})
 	return nil
 }
@@ -318,7 +320,7 @@ func (m *Mem) Lock(name string) (io.Closer, error) {
 		if !m.dirExists(dir) {
 			return nil, notExist("lock", name)
 		}
-		n := &memNode{modTime: time.Now()}
+		n := &memNode{name: name, modTime: time.Now()}
 		m.files[name] = n
 		m.pending = append(m.pending, dirOp{kind: dirCreate, dir: dir, new: name, node: n})
 	}
@@ -393,7 +395,7 @@ func (m *Mem) CrashClone(rng *rand.Rand) *Mem {
 	}
 	for p, n := range ns {
 		data := crashBytes(n, rng)
-		cn := &memNode{data: data, synced: slices.Clone(data), modTime: n.modTime}
+		cn := &memNode{name: p, data: data, synced: slices.Clone(data), modTime: n.modTime}
 		c.files[p] = cn
 		c.durable[p] = cn
 	}
@@ -450,7 +452,7 @@ func (m *Mem) WriteFile(name string, data []byte) error {
 	}
 	n := m.files[name]
 	if n == nil {
-		n = &memNode{}
+		n = &memNode{name: name}
 		m.files[name] = n
 	}
 	m.durable[name] = n
@@ -461,11 +463,11 @@ func (m *Mem) WriteFile(name string, data []byte) error {
 	return nil
 }
 
-// memFile is an open file of a Mem.
+// memFile is an open file of a Mem. Operations on it are reported under
+// the file's current name.
 type memFile struct {
 	m        *Mem
 	n        *memNode
-	name     string
 	pos      int64
 	writable bool
 	closed   bool
@@ -476,11 +478,11 @@ var _ File = (*memFile)(nil)
 // check counts the operation and refuses it on a closed file. Called with mu
 // held.
 func (f *memFile) check(kind OpKind) error {
-	if err := f.m.op(kind, f.name); err != nil {
+	if err := f.m.op(kind, f.n.name); err != nil {
 		return err
 	}
 	if f.closed {
-		return &fs.PathError{Op: kind.String(), Path: f.name, Err: fs.ErrClosed}
+		return &fs.PathError{Op: kind.String(), Path: f.n.name, Err: fs.ErrClosed}
 	}
 	return nil
 }
@@ -506,7 +508,7 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	if off < 0 {
-		return 0, &fs.PathError{Op: "read", Path: f.name, Err: fs.ErrInvalid}
+		return 0, &fs.PathError{Op: "read", Path: f.n.name, Err: fs.ErrInvalid}
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -540,13 +542,13 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 func (f *memFile) writeAt(p []byte, off int64) (int, error) {
 	err := f.check(OpWrite)
 	if err == nil && !f.writable {
-		return 0, &fs.PathError{Op: "write", Path: f.name, Err: fs.ErrPermission}
+		return 0, &fs.PathError{Op: "write", Path: f.n.name, Err: fs.ErrPermission}
 	}
 	if err != nil && f.closed {
 		return 0, err
 	}
 	if off < 0 {
-		return 0, &fs.PathError{Op: "write", Path: f.name, Err: fs.ErrInvalid}
+		return 0, &fs.PathError{Op: "write", Path: f.n.name, Err: fs.ErrInvalid}
 	}
 	q := p
 	if err != nil {
@@ -577,10 +579,10 @@ func (f *memFile) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekEnd:
 		abs = int64(len(f.n.data)) + offset
 	default:
-		return 0, &fs.PathError{Op: "seek", Path: f.name, Err: fs.ErrInvalid}
+		return 0, &fs.PathError{Op: "seek", Path: f.n.name, Err: fs.ErrInvalid}
 	}
 	if abs < 0 {
-		return 0, &fs.PathError{Op: "seek", Path: f.name, Err: fs.ErrInvalid}
+		return 0, &fs.PathError{Op: "seek", Path: f.n.name, Err: fs.ErrInvalid}
 	}
 	f.pos = abs
 	return abs, nil
@@ -608,7 +610,7 @@ func (f *memFile) Truncate(size int64) error {
 		return err
 	}
 	if !f.writable || size < 0 {
-		return &fs.PathError{Op: "truncate", Path: f.name, Err: fs.ErrInvalid}
+		return &fs.PathError{Op: "truncate", Path: f.n.name, Err: fs.ErrInvalid}
 	}
 	if int(size) <= len(f.n.data) {
 		f.n.data = f.n.data[:size]
@@ -626,7 +628,7 @@ func (f *memFile) Stat() (fs.FileInfo, error) {
 	if err := f.check(OpStat); err != nil {
 		return nil, err
 	}
-	return memInfo{name: filepath.Base(f.name), size: int64(len(f.n.data)), mod: f.n.modTime}, nil
+	return memInfo{name: filepath.Base(f.n.name), size: int64(len(f.n.data)), mod: f.n.modTime}, nil
 }
 
 // Close implements io.Closer; an injected failure still closes the file.
@@ -634,9 +636,9 @@ func (f *memFile) Close() error {
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
 	if f.closed {
-		return &fs.PathError{Op: "close", Path: f.name, Err: fs.ErrClosed}
+		return &fs.PathError{Op: "close", Path: f.n.name, Err: fs.ErrClosed}
 	}
-	err := f.m.op(OpClose, f.name)
+	err := f.m.op(OpClose, f.n.name)
 	f.closed = true
 	return err
 }
