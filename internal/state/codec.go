@@ -45,6 +45,9 @@ const flagBreakerFailed = 1
 //	defer    varint due
 //	cancel   string reason
 //	revive   varint due
+//	expire   (id 0) varint succeeded, varint cancelled, varint failed,
+//	         uvarint n, then n times: string kind, varint succeeded,
+//	         varint cancelled, varint failed
 //
 // Fields a kind does not list are not written. Encode does not validate: an
 // op with kind 0 or above OpRevive, id 0, or an OpEnqueue without a Spec
@@ -88,6 +91,21 @@ func Encode(dst []byte, op *Op) []byte {
 		dst = putVarint(dst, op.Due)
 	case OpCancel:
 		dst = putString(dst, op.Error)
+	case OpExpire:
+		r := op.Retention
+		if r == nil {
+			r = &Retention{}
+		}
+		dst = putVarint(dst, r.SucceededMS)
+		dst = putVarint(dst, r.CancelledMS)
+		dst = putVarint(dst, r.FailedMS)
+		dst = putUvarint(dst, uint64(len(r.PerKind)))
+		for _, k := range r.PerKind {
+			dst = putString(dst, k.Kind)
+			dst = putVarint(dst, k.SucceededMS)
+			dst = putVarint(dst, k.CancelledMS)
+			dst = putVarint(dst, k.FailedMS)
+		}
 	}
 	return dst
 }
@@ -112,13 +130,16 @@ func Decode(b []byte) (Op, error) {
 		return op, d.fail("unknown record format version %d", v)
 	}
 	op.Kind = Kind(b[1])
-	if op.Kind < OpEnqueue || op.Kind > OpRevive {
+	if op.Kind < OpEnqueue || op.Kind > OpExpire {
 		return Op{}, d.fail("unknown op kind %d", b[1])
 	}
 	d.off = 2
 	op.ID = d.uvarint("id")
 	op.At = d.varint("at")
-	if d.err == nil && op.ID == 0 {
+	if d.err == nil && (op.ID == 0) != (op.Kind == OpExpire) {
+		if op.Kind == OpExpire {
+			return Op{}, d.fail("expire op with job id %d (it has none)", op.ID)
+		}
 		return Op{}, d.fail("job id 0 (ids start at 1)")
 	}
 	switch op.Kind {
@@ -160,6 +181,21 @@ func Decode(b []byte) (Op, error) {
 		op.Due = d.varint("due")
 	case OpCancel:
 		op.Error = d.string("reason")
+	case OpExpire:
+		r := &Retention{SucceededMS: d.varint("succeeded"), CancelledMS: d.varint("cancelled"), FailedMS: d.varint("failed")}
+		n := d.uvarint("kinds")
+		if d.err == nil && n > uint64(len(b)-d.off)/4 {
+			d.failAt("%d kinds cannot fit in %d bytes", n, len(b)-d.off)
+		}
+		for i := uint64(0); d.err == nil && i < n; i++ {
+			k := KindRetention{Kind: d.string("kind")}
+			k.SucceededMS, k.CancelledMS, k.FailedMS = d.varint("succeeded"), d.varint("cancelled"), d.varint("failed")
+			if d.err == nil && i > 0 && r.PerKind[i-1].Kind >= k.Kind {
+				d.failAt("kinds not sorted or repeated at %q", k.Kind)
+			}
+			r.PerKind = append(r.PerKind, k)
+		}
+		op.Retention = r
 	}
 	if d.err == nil && d.off != len(b) {
 		d.failAt("%d trailing bytes after a %v op", len(b)-d.off, op.Kind)

@@ -40,6 +40,8 @@ func goldenOps() []struct {
 		{"defer", Op{Kind: OpDefer, ID: 7, At: 1700000000000, Due: 1700000030000}},
 		{"cancel", Op{Kind: OpCancel, ID: 7, At: 1700000000000, Error: "by operator"}},
 		{"revive", Op{Kind: OpRevive, ID: 18446744073709551615, At: 1700000000000, Due: 1700000000000}},
+		{"expire", Op{Kind: OpExpire, At: 1700000000000, Retention: &Retention{SucceededMS: 86400000, CancelledMS: 86400000, FailedMS: 604800000,
+			PerKind: []KindRetention{{Kind: "audit", SucceededMS: 0, CancelledMS: 3600000, FailedMS: -1}, {Kind: "email", SucceededMS: 60000}}}}},
 	}
 }
 
@@ -110,7 +112,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 0", []byte{0, 1, 1, 0}, "unknown record format version 0", false},
 		{"newer version", []byte{2, 1, 1, 0}, "format version 2", true},
 		{"kind 0", []byte{1, 0, 1, 0}, "unknown op kind 0", false},
-		{"kind 9", []byte{1, 9, 1, 0}, "unknown op kind 9", false},
+		{"kind 10", []byte{1, 10, 1, 0}, "unknown op kind 10", false},
+		{"expire with an id", []byte{1, 9, 1, 0, 0, 0, 0, 0}, "expire op with job id 1", false},
+		{"expire with unsorted kinds", []byte{1, 9, 0, 0, 0, 0, 0, 2, 1, 0x62, 0, 0, 0, 1, 0x61, 0, 0, 0}, "not sorted", false},
 		{"id 0", []byte{1, byte(OpCancel), 0, 0, 0}, "job id 0", false},
 		{"truncated id", []byte{1, byte(OpCancel), 0x80}, "id: varint runs past the end", false},
 		{"non-minimal id", []byte{1, byte(OpCancel), 0x81, 0x00, 0, 0}, "id: non-minimal varint", false},
@@ -191,7 +195,7 @@ func TestEncodeEdgeRoundTrips(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	want := []string{"kind(0)", "enqueue", "start", "succeed", "fail", "retry", "defer", "cancel", "revive", "kind(9)"}
+	want := []string{"kind(0)", "enqueue", "start", "succeed", "fail", "retry", "defer", "cancel", "revive", "expire", "kind(10)"}
 	for k, w := range want {
 		if got := Kind(k).String(); got != w {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, w)

@@ -34,6 +34,10 @@ const (
 	// OpRevive makes a dead (or cancelled) job pending again at Due with a
 	// fresh budget: a manual retry.
 	OpRevive
+	// OpExpire drops, at At, every finished job whose retention (by the
+	// op's Retention) has run out, and releases its idempotency key. ID is
+	// 0: it is about no one job.
+	OpExpire
 )
 
 // String returns the op's name ("enqueue", "start", …) or "kind(N)".
@@ -55,6 +59,8 @@ func (k Kind) String() string {
 		return "cancel"
 	case OpRevive:
 		return "revive"
+	case OpExpire:
+		return "expire"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -95,6 +101,46 @@ type Op struct {
 	// by the caller. Apply keeps it: the caller must not modify it
 	// afterwards.
 	Output []byte
+	// Retention is, for OpExpire only, how long finished jobs are kept.
+	Retention *Retention
+}
+
+// Retention says how long finished jobs are kept after they finished, by
+// their state, with overrides per job kind. A duration <= 0 keeps forever.
+// The engine journals it in each OpExpire, so that replay drops exactly
+// what the live state dropped, whatever the configuration is later.
+type Retention struct {
+	SucceededMS, CancelledMS, FailedMS int64
+	// PerKind overrides the durations for some kinds; sorted by Kind, each
+	// kind at most once.
+	PerKind []KindRetention
+}
+
+// KindRetention is the retention of one job kind.
+type KindRetention struct {
+	Kind                               string
+	SucceededMS, CancelledMS, FailedMS int64
+}
+
+// ttl returns how long a finished job in state st of kind is kept.
+func (r *Retention) ttl(kind string, st JobState) int64 {
+	s, c, f := r.SucceededMS, r.CancelledMS, r.FailedMS
+	for i := range r.PerKind {
+		if r.PerKind[i].Kind == kind {
+			k := &r.PerKind[i]
+			s, c, f = k.SucceededMS, k.CancelledMS, k.FailedMS
+			break
+		}
+	}
+	switch st {
+	case Succeeded:
+		return s
+	case Cancelled:
+		return c
+	case Failed:
+		return f
+	}
+	return 0
 }
 
 // Spec is what a job is: its definition, fixed at enqueue.

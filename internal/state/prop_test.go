@@ -237,7 +237,7 @@ func TestReplayEqualsLive(t *testing.T) {
 		m := &sim{t: t, cfg: cfg, live: New(cfg), now: rapid.Int64Range(0, 1<<41).Draw(t, "start")}
 		steps := rapid.IntRange(1, 200).Draw(t, "steps")
 		for range steps {
-			switch rapid.IntRange(0, 11).Draw(t, "action") {
+			switch rapid.IntRange(0, 12).Draw(t, "action") {
 			case 0, 1:
 				m.enqueue()
 			case 2, 3, 4:
@@ -255,6 +255,16 @@ func TestReplayEqualsLive(t *testing.T) {
 				m.restart()
 			case 11:
 				m.stale()
+			case 12:
+				r := &Retention{
+					SucceededMS: rapid.Int64Range(0, 3000).Draw(t, "keepSucceeded"),
+					CancelledMS: rapid.Int64Range(0, 3000).Draw(t, "keepCancelled"),
+					FailedMS:    rapid.Int64Range(0, 3000).Draw(t, "keepFailed"),
+				}
+				if rapid.Bool().Draw(t, "perKind") {
+					r.PerKind = []KindRetention{{Kind: "k", SucceededMS: rapid.Int64Range(0, 3000).Draw(t, "keepA")}}
+				}
+				m.step(Op{Kind: OpExpire, At: m.now, Retention: r})
 			}
 		}
 		m.replay()

@@ -108,7 +108,32 @@ func (s *State) Apply(op *Op) {
 		s.cancel(op)
 	case OpRevive:
 		s.revive(op)
+	case OpExpire:
+		s.expire(op)
 	}
+}
+
+// expire drops the finished jobs whose retention ran out by op.At.
+func (s *State) expire(op *Op) {
+	r := op.Retention
+	if r == nil {
+		return
+	}
+	kept := s.jobs[:0]
+	for _, j := range s.jobs {
+		if j.State.Finished() {
+			if ttl := r.ttl(j.Spec.Kind, j.State); ttl > 0 && j.FinishedAt <= op.At-ttl {
+				if k := j.Spec.Key; k != "" && s.keys[k] == j.ID {
+					delete(s.keys, k)
+				}
+				s.counts.add(j.State, -1)
+				continue
+			}
+		}
+		kept = append(kept, j)
+	}
+	clear(s.jobs[len(kept):])
+	s.jobs = kept
 }
 
 // jobAlloc puts a job and its Spec in one allocation.
