@@ -17,7 +17,9 @@
 // # Segment format (version 1)
 //
 // All integers are little-endian. A segment is a 40-byte header followed by
-// frames, each a multiple of 8 bytes long, so every frame starts 8-aligned.
+// frames, each a multiple of 8 bytes long, so every frame starts 8-aligned,
+// and possibly by zeros: new segments are preallocated (zero-filled), and
+// zeros after the last frame are free space.
 //
 //	segment header (40 bytes)
 //	+---------+---------+----------+---------------+-----------------+---------+----------+
@@ -53,17 +55,19 @@
 // # Torn tail or corruption
 //
 // Open reads every segment. When a frame is bad (short, a length above
-// MaxRecordSize or past the end of the file, a CRC mismatch, zeros), it
-// searches the rest of the segment, 8 bytes at a time, for a valid frame
-// whose synced offset is beyond the bad frame's start. Such a frame was
-// written after the bad bytes had been made durable, so the bad bytes were
-// once acknowledged: that is corruption, and Open refuses with a
-// *CorruptError (errors.Is ErrCorrupt) naming the file and the offset. If
-// there is none, the bad bytes and everything after them belong to a group
-// commit whose fdatasync never returned: a torn write. In the newest segment
-// Open then copies the cut bytes to <segment>.broken, truncates the segment
-// at the bad frame and carries on; in any older segment any bad frame is
-// corruption. A record is never skipped.
+// MaxRecordSize or past the end of the file, a CRC mismatch), it looks at
+// the rest of the segment. If only zeros follow, that is the clean end of
+// the data (preallocated space, or writes that never reached the disk). If
+// a valid frame follows whose synced offset is beyond the bad frame's start,
+// that frame was written after the bad bytes had been made durable, so the
+// bad bytes were once acknowledged: that is corruption, and Open refuses
+// with a *CorruptError (errors.Is ErrCorrupt) naming the file and the
+// offset. Otherwise the bad bytes and everything after them belong to a
+// group commit whose fdatasync never returned: a torn write. In the newest
+// segment Open then copies the cut bytes to <segment>.broken, truncates the
+// segment at the bad frame and carries on; in any older segment a bad frame
+// is corruption. Sequence numbers must continue from one segment to the
+// next and no segment may be missing in between. A record is never skipped.
 //
 // The one case the format cannot decide is damage, after its fdatasync
 // returned, to the newest group commit of the newest segment: it looks like a

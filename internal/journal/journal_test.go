@@ -483,3 +483,83 @@ func TestIgnoresOtherFiles(t *testing.T) {
 		t.Fatalf("an unrelated file was touched: %v", err)
 	}
 }
+
+// TestPreallocation: new segments are zero-filled to SegmentSize, the next
+// one is prepared in the background and published on rotation with the same
+// order of syncs, a sealed segment loses its unused zeros, and no prepared
+// file outlives Close.
+func TestPreallocation(t *testing.T) {
+	m := vfs.NewMem()
+	opts := Options{SegmentSize: 1024}
+	j := mustOpen(t, m, "j", opts)
+	size := func(name string) int64 {
+		st, err := m.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	if got := size(segPath("j", 1)); got != 1024 {
+		t.Fatalf("new segment is %d bytes; want 1024 (preallocated)", got)
+	}
+	var ops []string
+	var mu sync.Mutex
+	m.SetInjector(func(op vfs.Op) error {
+		mu.Lock()
+		ops = append(ops, op.Kind.String()+" "+op.Path)
+		mu.Unlock()
+		return nil
+	})
+	want := writeRecords(t, j, 30) // past half of the segment: the next one is prepared
+	if _, err := j.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append([]byte("in the new segment")); err != nil {
+		t.Fatal(err)
+	}
+	segs := j.Segments()
+	for _, s := range segs[:len(segs)-1] {
+		if got := size(s.Path); got != s.Size {
+			t.Fatalf("sealed segment %s is %d bytes; want its committed %d", s.Path, got, s.Size)
+		}
+	}
+	last := segs[len(segs)-1]
+	if got := size(last.Path); got != 1024 {
+		t.Fatalf("active segment is %d bytes; want 1024", got)
+	}
+	tmp, seg := last.Path+".tmp", last.Path
+	order := []string{"create " + tmp, "write " + tmp, "sync " + tmp, "write " + tmp, "sync " + tmp, "rename " + tmp, "syncdir j", "write " + seg, "sync " + seg}
+	mu.Lock()
+	next := 0
+	for _, op := range ops {
+		if next < len(order) && op == order[next] {
+			next++
+		}
+	}
+	mu.Unlock()
+	if next != len(order) {
+		t.Fatalf("publishing a prepared segment did %q; want these in order: %q", ops, order)
+	}
+	for range 20 { // start preparing segment 4, then close while it may run
+		if _, err := j.Append(make([]byte, 30)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustClose(t, j)
+	names, _ := m.List("j")
+	for _, n := range names {
+		if strings.HasSuffix(n, ".tmp") {
+			t.Fatalf("prepared file %s left after Close (files %v)", n, names)
+		}
+	}
+	j = mustOpen(t, m, "j", opts)
+	defer mustClose(t, j)
+	got := readAll(t, j)
+	checkRecords(t, got[:30], want)
+	if len(got) != 51 {
+		t.Fatalf("reopened journal has %d records; want 51", len(got))
+	}
+	if rep := mustVerify(t, m, "j", opts); rep.Torn != nil {
+		t.Fatalf("Verify reports the preallocated zeros as torn: %+v", rep.Torn)
+	}
+}
