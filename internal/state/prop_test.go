@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -92,6 +93,37 @@ func (m *sim) replay() {
 	}
 	if ok, diff := s.Equal(m.live); !ok {
 		m.t.Fatalf("live differs from replay of %d ops: %s", len(m.journal), diff)
+	}
+	m.snapshotReplay()
+}
+
+// snapshotReplay folds a random prefix of the journal, snapshots that
+// state, restores it, and applies the rest: the result equals the live
+// state (snapshot + tail = all history).
+func (m *sim) snapshotReplay() {
+	k := rapid.IntRange(0, len(m.journal)).Draw(m.t, "snapshotAt")
+	s := New(m.cfg)
+	for _, b := range m.journal[:k] {
+		op, _ := Decode(b)
+		s.Apply(&op)
+	}
+	body := s.AppendSnapshot(nil)
+	restored, err := FromSnapshot(m.cfg, body)
+	if err != nil {
+		m.t.Fatalf("snapshot after %d ops: %v", k, err)
+	}
+	if err := restored.Check(); err != nil {
+		m.t.Fatalf("restored snapshot after %d ops: %v", k, err)
+	}
+	if again := restored.AppendSnapshot(nil); !bytes.Equal(again, body) {
+		m.t.Fatalf("snapshot after %d ops does not re-encode to the same bytes", k)
+	}
+	for _, b := range m.journal[k:] {
+		op, _ := Decode(b)
+		restored.Apply(&op)
+	}
+	if ok, diff := m.live.Equal(restored); !ok {
+		m.t.Fatalf("snapshot after %d of %d ops + tail differs from live: %s", k, len(m.journal), diff)
 	}
 }
 
