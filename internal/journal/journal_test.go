@@ -187,7 +187,6 @@ func TestRotationOrder(t *testing.T) {
 func TestRotateDropReplay(t *testing.T) {
 	m := vfs.NewMem()
 	j := mustOpen(t, m, "j", Options{})
-	defer mustClose(t, j)
 	writeRecords(t, j, 3) // seq 1-3 in segment 1
 	if next, err := j.Rotate(); err != nil || next != 4 {
 		t.Fatalf("Rotate = %d, %v; want 4", next, err)
@@ -234,6 +233,7 @@ func TestRotateDropReplay(t *testing.T) {
 	if p, err := j.Append([]byte("g")); err != nil || p.Seq != 7 {
 		t.Fatalf("after reopen: Append = %+v, %v; want seq 7", p, err)
 	}
+	mustClose(t, j)
 }
 
 func TestReplayFromAndStop(t *testing.T) {

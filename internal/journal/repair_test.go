@@ -132,11 +132,12 @@ func TestBitFlipEveryOffset(t *testing.T) {
 			m := f.clone()
 			m.WriteFile(path, flip8(data, off))
 			inLast := idx == f.pos[last].Segment && int64(off) >= f.pos[last].Offset
-			_, err := Open(f.dir, Options{FS: m, SegmentSize: f.opts.SegmentSize, MaxRecordSize: f.opts.MaxRecordSize})
+			j, err := Open(f.dir, Options{FS: m, SegmentSize: f.opts.SegmentSize, MaxRecordSize: f.opts.MaxRecordSize})
 			if inLast {
 				if err != nil {
 					t.Fatalf("flip in the newest record (%s byte %d): Open: %v; want a torn-tail repair", path, off, err)
 				}
+				mustClose(t, j)
 				// Open took the lock; a fresh clone checks the result. A
 				// flip in the preallocated zeros after the last record
 				// loses nothing.
