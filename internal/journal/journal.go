@@ -122,6 +122,13 @@ func open(fsys vfs.FS, dir string, opts Options) (*Journal, error) {
 		if f, err = fsys.OpenReadWrite(last.path); err != nil {
 			return nil, fmt.Errorf("journal: open active segment: %w", err)
 		}
+		// Records a crashed process wrote but never synced may still be in
+		// the page cache, and were just counted: make them durable before
+		// new frames claim (by their synced offset) that all before them is.
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("journal: sync active segment %s: %w", last.path, err)
+		}
 	}
 	j := &Journal{
 		dir:       dir,

@@ -284,3 +284,51 @@ func TestCrashDuringRepair(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSyncsWhatItReads: records a killed process wrote but never synced
+// are still in the page cache when the journal is reopened; Open counts
+// them, so it must make them durable before new frames claim (by their
+// synced offset) that everything before them is. Otherwise a power cut
+// during the next group commit could keep the new frames and lose the old
+// ones, and the next Open would call an ordinary crash corruption.
+func TestOpenSyncsWhatItReads(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	f := newFixture(t, 3, 1<<20, true)
+	_, data := f.lastSeg(t)
+	for it := range 100 {
+		m := f.clone()
+		// The killed process's last group: written, never synced.
+		seg, err := m.OpenReadWrite(segPath(f.dir, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var group []byte
+		for i := range 4 {
+			group = appendFrame(group, bytes.Repeat([]byte{byte('k' + i)}, 700), int64(len(data)))
+		}
+		if _, err := seg.WriteAt(group, int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		seg.Close()
+		j := mustOpen(t, m, f.dir, f.opts)
+		if n := len(readAll(t, j)); n != 7 {
+			t.Fatalf("reopened journal has %d records; want 3 synced + 4 from the page cache", n)
+		}
+		// The disk freezes during the next group commit's sync.
+		m.SetInjector(vfs.FailIf(func(op vfs.Op) bool { return op.Kind == vfs.OpSync }))
+		if _, err := j.Append(bytes.Repeat([]byte{'n'}, 700)); !errors.Is(err, ErrFailed) {
+			t.Fatalf("append on a frozen disk: %v; want ErrFailed", err)
+		}
+		j.Close()
+		crash := m.CrashClone(rng)
+		j, err = Open(f.dir, Options{FS: crash})
+		if err != nil {
+			t.Fatalf("iteration %d (seed %d): Open after a power cut: %v", it, seed, err)
+		}
+		if n := len(readAll(t, j)); n < 7 {
+			t.Fatalf("iteration %d: %d records after the power cut; the 7 read by the previous Open were made durable by it", it, n)
+		}
+		mustClose(t, j)
+	}
+}
