@@ -19,7 +19,8 @@ import (
 // runLoadtest (hidden) measures a running server: how many POST /v1/jobs per
 // second it accepts durably from --conns connections, then how fast it
 // delivers those http jobs to a no-op loopback target (started here unless
-// --url names one). The jobs are due --delay after the enqueue phase ends so
+// --url names one). With --batch N each request carries N jobs
+// (POST /v1/jobs/batch, one durable write per request). The jobs are due --delay after the enqueue phase ends so
 // that the two phases do not overlap. Run it against a fresh data directory:
 // the delivery phase waits for the server's pending and running counts to
 // reach zero.
@@ -32,6 +33,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 		url      string
 		delay    time.Duration
 		deliver  bool
+		batch    int
 	)
 	fs := newFlagSet("loadtest", "[flags]", stderr)
 	cf.register(fs)
@@ -41,22 +43,23 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&url, "url", "", "target URL of the jobs (default: a no-op target started here)")
 	fs.DurationVar(&delay, "delay", 2*time.Second, "jobs are due this long after the enqueue phase ends")
 	fs.BoolVar(&deliver, "deliver", true, "also measure delivery (wait for every job to finish)")
+	fs.IntVar(&batch, "batch", 1, "jobs per request; above 1 uses POST /v1/jobs/batch")
 	pos, code, ok := parseOrExit(fs, args, stderr)
 	if !ok {
 		return code
 	}
-	if len(pos) > 0 || conns < 1 || kind != "http" {
+	if len(pos) > 0 || conns < 1 || kind != "http" || batch < 1 || batch > server.MaxBatch {
 		fs.Usage()
 		return exitUsage
 	}
-	if err := loadtest(cf, conns, duration, url, delay, deliver, stdout); err != nil {
+	if err := loadtest(cf, conns, batch, duration, url, delay, deliver, stdout); err != nil {
 		fmt.Fprintln(stderr, "runlog loadtest:", err)
 		return exitFailure
 	}
 	return exitOK
 }
 
-func loadtest(cf clientFlags, conns int, duration time.Duration, url string, delay time.Duration, deliver bool, stdout io.Writer) error {
+func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url string, delay time.Duration, deliver bool, stdout io.Writer) error {
 	var (
 		delivered atomic.Int64
 		lastNanos atomic.Int64
@@ -85,7 +88,15 @@ func loadtest(cf clientFlags, conns int, duration time.Duration, url string, del
 	}
 
 	due := time.Now().Add(duration + delay)
-	body, err := serverJSON(server.JobRequest{Kind: "http", URL: url, Body: "{}", RunAt: due.UTC().Format(time.RFC3339Nano)})
+	job := server.JobRequest{Kind: "http", URL: url, Body: "{}", RunAt: due.UTC().Format(time.RFC3339Nano)}
+	path, want := "/v1/jobs", http.StatusCreated
+	var body []byte
+	if batch == 1 {
+		body, err = serverJSON(job)
+	} else {
+		path = "/v1/jobs/batch"
+		body, err = serverJSON(server.BatchRequest{Jobs: slices.Repeat([]server.JobRequest{job}, batch)})
+	}
 	if err != nil {
 		return err
 	}
@@ -105,12 +116,12 @@ func loadtest(cf clientFlags, conns int, duration time.Duration, url string, del
 			var mine []time.Duration
 			for time.Now().Before(stop) {
 				t0 := time.Now()
-				resp, err := hc.Post(cf.server+"/v1/jobs", "application/json", bytes.NewReader(body))
+				resp, err := hc.Post(cf.server+path, "application/json", bytes.NewReader(body))
 				if err == nil {
 					_, _ = io.Copy(io.Discard, resp.Body)
 					_ = resp.Body.Close()
-					if resp.StatusCode != http.StatusCreated {
-						err = fmt.Errorf("POST /v1/jobs answered %s", resp.Status)
+					if resp.StatusCode != want {
+						err = fmt.Errorf("POST %s answered %s", path, resp.Status)
 					}
 				}
 				if err != nil {
@@ -122,7 +133,7 @@ func loadtest(cf clientFlags, conns int, duration time.Duration, url string, del
 					mu.Unlock()
 					continue
 				}
-				accepted.Add(1)
+				accepted.Add(int64(batch))
 				mine = append(mine, time.Since(t0))
 			}
 			mu.Lock()
@@ -134,8 +145,8 @@ func loadtest(cf clientFlags, conns int, duration time.Duration, url string, del
 	elapsed := time.Since(start)
 	n := accepted.Load()
 	slices.Sort(lat)
-	fmt.Fprintf(stdout, "enqueue: %d jobs accepted durably in %v from %d connections = %.0f jobs/s; latency p50 %v p99 %v; errors %d\n",
-		n, elapsed.Round(time.Millisecond), conns, float64(n)/elapsed.Seconds(), quantile(lat, 0.50), quantile(lat, 0.99), failed.Load())
+	fmt.Fprintf(stdout, "enqueue: %d jobs accepted durably in %v from %d connections, %d per request = %.0f jobs/s; request latency p50 %v p99 %v; errors %d\n",
+		n, elapsed.Round(time.Millisecond), conns, batch, float64(n)/elapsed.Seconds(), quantile(lat, 0.50), quantile(lat, 0.99), failed.Load())
 	if firstErr != nil {
 		fmt.Fprintf(stdout, "first error: %v\n", firstErr)
 	}
@@ -164,11 +175,9 @@ func loadtest(cf clientFlags, conns int, duration time.Duration, url string, del
 	}
 }
 
-// serverJSON encodes a job request as the API expects it.
-func serverJSON(req server.JobRequest) ([]byte, error) {
-	var b bytes.Buffer
-	err := json.NewEncoder(&b).Encode(req)
-	return b.Bytes(), err
+// serverJSON encodes a request body as the API expects it.
+func serverJSON(v any) ([]byte, error) {
+	return json.Marshal(v)
 }
 
 // quantile returns the q-quantile of sorted durations.

@@ -69,6 +69,7 @@ func (a *API) routes() {
 	m := a.mux
 	m.HandleFunc("GET /healthz", a.health)
 	m.HandleFunc("POST /v1/jobs", a.enqueue)
+	m.HandleFunc("POST /v1/jobs/batch", a.enqueueBatch)
 	m.HandleFunc("GET /v1/jobs", a.list)
 	m.HandleFunc("GET /v1/jobs/{id}", a.job)
 	m.HandleFunc("POST /v1/jobs/{id}/cancel", a.cancel)
@@ -83,13 +84,15 @@ func (a *API) routes() {
 	allowed := map[string]string{
 		"/healthz": "GET", "/v1/jobs": "GET, POST", "/v1/jobs/{id}": "GET",
 		"/v1/jobs/{id}/cancel": "POST", "/v1/jobs/{id}/retry": "POST",
-		"/v1/targets": "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
+		// Only GET: other methods on /v1/jobs/batch fall to /v1/jobs/{id}.
+		"GET /v1/jobs/batch": "POST",
+		"/v1/targets":        "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
 	}
 	if a.cfg.Metrics != nil {
 		allowed["/metrics"] = "GET"
 	}
-	for path, allow := range allowed {
-		m.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	for pattern, allow := range allowed {
+		m.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, allow))
 		})
@@ -151,6 +154,30 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, Created{ID: res.ID, Existing: res.Existing})
+}
+
+// enqueueBatch adds up to MaxBatch jobs with one durable write: all or
+// none (any invalid job is a 400 naming its index and nothing is stored).
+func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.readBody(w, r)
+	if !ok {
+		return
+	}
+	reqs, err := DecodeBatchRequest(body, a.cfg.Policy)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.runner.EnqueueMany(r.Context(), reqs)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := CreatedBatch{Jobs: make([]Created, len(res))}
+	for i, c := range res {
+		out.Jobs[i] = Created{ID: c.ID, Existing: c.Existing}
+	}
+	writeJSON(w, http.StatusCreated, out)
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {

@@ -524,7 +524,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 			documented[strings.TrimSuffix(strings.TrimSpace(line), ":")] = true
 		}
 	}
-	served := []string{"/healthz", "/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/cancel", "/v1/jobs/{id}/retry",
+	served := []string{"/healthz", "/v1/jobs", "/v1/jobs/batch", "/v1/jobs/{id}", "/v1/jobs/{id}/cancel", "/v1/jobs/{id}/retry",
 		"/v1/targets", "/v1/stats", "/v1/openapi.yaml", "/metrics"}
 	for _, p := range served {
 		if !documented[p] {
@@ -541,4 +541,46 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 			t.Errorf("documented path %s answers 404", p)
 		}
 	}
+}
+
+func TestEnqueueBatch(t *testing.T) {
+	b := setup(t, APIConfig{})
+	ctx := context.Background()
+	job := func(key string) string {
+		return `{"kind":"http","url":"` + b.target.URL + `/ok","key":"` + key + `","run_at":"2099-01-01T00:00:00Z"}`
+	}
+	for _, tc := range []struct{ name, body, says string }{
+		{"invalid job", `{"jobs":[` + job("a") + `,{"kind":"http","url":"ftp://x/"}]}`, "jobs[1]"},
+		{"empty", `{"jobs":[]}`, "1 to 1000"},
+		{"not a batch", `[` + job("a") + `]`, "not a valid batch"},
+		{"too many", `{"jobs":[` + strings.TrimSuffix(strings.Repeat(`{"kind":"exec","command":"true"},`, MaxBatch+1), ",") + `]}`, "1 to 1000"},
+	} {
+		status, out := b.call(t, "POST", "/v1/jobs/batch", tc.body)
+		if msg, _ := out["error"].(string); status != http.StatusBadRequest || !strings.Contains(msg, tc.says) {
+			t.Errorf("%s: %d %v; want 400 saying %q", tc.name, status, out, tc.says)
+		}
+	}
+	if n := b.countJobs(t); n != 0 {
+		t.Fatalf("refused batches stored %d jobs", n)
+	}
+	first, err := b.client.Enqueue(ctx, JobRequest{Kind: "exec", Command: "true", Key: "held", RunAt: "2099-01-01T00:00:00Z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.client.EnqueueBatch(ctx, []JobRequest{
+		{Kind: "http", URL: b.target.URL + "/ok", Key: "b1"},
+		{Kind: "exec", Command: "true", Key: "held"},
+		{Kind: "http", URL: b.target.URL + "/ok", Key: "b1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Jobs) != 3 || got.Jobs[0].Existing || !got.Jobs[1].Existing || got.Jobs[1].ID != first.ID ||
+		!got.Jobs[2].Existing || got.Jobs[2].ID != got.Jobs[0].ID {
+		t.Fatalf("batch answer %+v; want a new job, the held key's job, and the first again", got.Jobs)
+	}
+	if n := b.countJobs(t); n != 2 {
+		t.Fatalf("%d jobs stored; want 2", n)
+	}
+	b.waitState(t, got.Jobs[0].ID, runlog.StateSucceeded)
 }

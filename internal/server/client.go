@@ -46,6 +46,18 @@ func (c *Client) Enqueue(ctx context.Context, req JobRequest) (Created, error) {
 	return out, err
 }
 
+// EnqueueBatch posts up to MaxBatch job requests, stored with one durable
+// write, all or none.
+func (c *Client) EnqueueBatch(ctx context.Context, reqs []JobRequest) (CreatedBatch, error) {
+	var out CreatedBatch
+	body, err := marshal(BatchRequest{Jobs: reqs})
+	if err != nil {
+		return out, err
+	}
+	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/batch", body, &out)
+	return out, err
+}
+
 // Job returns one job with its history.
 func (c *Client) Job(ctx context.Context, id uint64) (Job, error) {
 	var out Job

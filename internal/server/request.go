@@ -90,6 +90,41 @@ func DecodeJobRequest(data []byte, p Policy) (runlog.JobRequest, error) {
 	return req.Resolve(p)
 }
 
+// MaxBatch is the most jobs one POST /v1/jobs/batch may carry.
+const MaxBatch = 1000
+
+// BatchRequest is the JSON body of POST /v1/jobs/batch.
+type BatchRequest struct {
+	Jobs []JobRequest `json:"jobs"`
+}
+
+// DecodeBatchRequest decodes and validates the body of POST /v1/jobs/batch:
+// 1 to MaxBatch job requests, each as DecodeJobRequest checks it. Errors
+// wrap ErrBadRequest and name the job's index.
+func DecodeBatchRequest(data []byte, p Policy) ([]runlog.JobRequest, error) {
+	var batch BatchRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&batch); err != nil {
+		return nil, badRequest("the body is not a valid batch {\"jobs\": [...]}: %v", err)
+	}
+	if dec.More() {
+		return nil, badRequest("the body has data after the batch object; send one JSON object")
+	}
+	if len(batch.Jobs) == 0 || len(batch.Jobs) > MaxBatch {
+		return nil, badRequest("a batch has 1 to %d jobs, this one has %d", MaxBatch, len(batch.Jobs))
+	}
+	out := make([]runlog.JobRequest, len(batch.Jobs))
+	for i := range batch.Jobs {
+		req, err := batch.Jobs[i].Resolve(p)
+		if err != nil {
+			return nil, fmt.Errorf("jobs[%d]: %w", i, err)
+		}
+		out[i] = req
+	}
+	return out, nil
+}
+
 // Resolve validates req under p and turns it into the request the runner
 // enqueues. Errors wrap ErrBadRequest.
 func (req *JobRequest) Resolve(p Policy) (runlog.JobRequest, error) {

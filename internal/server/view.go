@@ -63,6 +63,12 @@ type Created struct {
 	Existing bool   `json:"existing"`
 }
 
+// CreatedBatch is the answer of POST /v1/jobs/batch: one item per job, in
+// the order of the request.
+type CreatedBatch struct {
+	Jobs []Created `json:"jobs"`
+}
+
 // Stats is the answer of GET /v1/stats.
 type Stats struct {
 	Pending   int `json:"pending"`
