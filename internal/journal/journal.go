@@ -247,8 +247,9 @@ func (j *Journal) AppendBatch(recs [][]byte) (Position, error) {
 // record's position. err is non-nil if the write or sync failed, the
 // journal is failed or closed, or a record is too large; then nothing of
 // recs was written. (On a closed journal done runs on a new goroutine.)
-// done must not block. The caller must not modify recs until done is
-// called.
+// done must not block, and must not call Append, AppendBatch or Rotate
+// (they wait for the commit goroutine that is running done). The caller
+// must not modify recs until done is called.
 func (j *Journal) AppendAsync(recs [][]byte, done func(first Position, err error)) {
 	r := getRequest()
 	r.recs, r.done = recs, done
