@@ -152,7 +152,12 @@ func TestKill9Loop(t *testing.T) {
 			t.Fatalf("iteration %d (seed %d): Open after SIGKILL: %v", it, seed, err)
 		}
 		got := map[uint64]string{}
+		seen := map[string]bool{}
 		for _, e := range readAll(t, j) {
+			if seen[string(e.rec)] {
+				t.Fatalf("iteration %d (seed %d): record %q is in the journal twice", it, seed, e.rec)
+			}
+			seen[string(e.rec)] = true
 			got[e.pos.Seq] = string(e.rec)
 		}
 		mustClose(t, j)
