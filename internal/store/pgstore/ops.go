@@ -1,0 +1,723 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// maxDecisionsPerClaim bounds the deferrals and failures one Claim makes, as
+// in the embedded store, so that a flood of due jobs behind an open breaker
+// cannot make one claim unbounded.
+const maxDecisionsPerClaim = 4096
+
+// minClaimRound is the fewest due rows one round of a claim selects, so
+// that a claim for few attempts behind many deferrals needs few rounds.
+const minClaimRound = 32
+
+// maxRequeue bounds the attempts one rescue requeues; the next scan takes
+// the rest.
+const maxRequeue = 1000
+
+// jobCols are the columns scanRow reads, in order.
+const jobCols = `id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
+	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, node`
+
+// scanRow reads the jobCols of one row.
+func scanRow(row pgx.Row) (*jobRow, error) {
+	var (
+		r           jobRow
+		id, started int64
+		st          int16
+		hist        []byte
+	)
+	p := &r.spec.Policy
+	err := row.Scan(&id, &st, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &r.spec.Key,
+		&p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS, &r.spec.TimeoutMS,
+		&r.due, &r.firstDue, &r.enqueuedAt, &r.finishedAt, &r.fails, &started, &r.lastError, &r.reason, &hist, &r.node)
+	if err != nil {
+		return nil, err
+	}
+	r.id, r.st, r.started = uint64(id), state.JobState(st), uint32(started)
+	if err := json.Unmarshal(hist, &r.hist); err != nil {
+		return nil, fmt.Errorf("pgstore: job %d: history column is not runlog's JSON: %w", id, err)
+	}
+	return &r, nil
+}
+
+// queryRows runs a query of jobCols and reads every row.
+func queryRows(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args ...any) ([]*jobRow, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*jobRow
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Enqueue implements store.Store: the jobs are inserted, and the nodes
+// notified, in one transaction.
+func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]store.Enqueued, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	var out []store.Enqueued
+	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
+		var err error
+		out, err = EnqueueTx(ctx, tx, now, jobs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.invalidate()
+	return out, nil
+}
+
+// EnqueueTx inserts jobs in the caller's transaction tx and NOTIFYs the
+// nodes in it, so the jobs exist, and the nodes wake, if and only if tx
+// commits. Ids are answered in order; a job whose idempotency key is held
+// (by a kept job, or by an earlier job of the batch) answers the holder's id
+// with Existing set and adds nothing. The jobs must be valid (the engine's
+// rules: a kind, a valid policy); now stamps their enqueue time.
+func EnqueueTx(ctx context.Context, tx pgx.Tx, now int64, jobs []store.NewJob) ([]store.Enqueued, error) {
+	out := make([]store.Enqueued, len(jobs))
+	var keys []string
+	for _, j := range jobs {
+		if j.Spec.Key != "" {
+			keys = append(keys, j.Spec.Key)
+		}
+	}
+	held := make(map[string]uint64)
+	if len(keys) > 0 {
+		if err := keyHolders(ctx, tx, keys, held); err != nil {
+			return nil, err
+		}
+	}
+	var (
+		fresh     []int          // indexes of the jobs to insert
+		firstWith map[string]int // key → index of the batch's first job with it
+		dupOf     = make(map[int]int)
+	)
+	for i, j := range jobs {
+		if k := j.Spec.Key; k != "" {
+			if id, ok := held[k]; ok {
+				out[i] = store.Enqueued{ID: id, Existing: true}
+				continue
+			}
+			if first, ok := firstWith[k]; ok {
+				dupOf[i] = first
+				continue
+			}
+			if firstWith == nil {
+				firstWith = make(map[string]int)
+			}
+			firstWith[k] = i
+		}
+		fresh = append(fresh, i)
+	}
+	if len(fresh) == 0 {
+		return out, nil
+	}
+	ids, err := nextIDs(ctx, tx, len(fresh))
+	if err != nil {
+		return nil, err
+	}
+	var (
+		cols               = make([]int64, len(fresh))
+		kinds, targets, ks = make([]string, len(fresh)), make([]string, len(fresh)), make([]string, len(fresh))
+		payloads           = make([][]byte, len(fresh))
+		atts               = make([]int32, len(fresh))
+		base, capMS, dl    = make([]int64, len(fresh)), make([]int64, len(fresh)), make([]int64, len(fresh))
+		tmo, due           = make([]int64, len(fresh)), make([]int64, len(fresh))
+	)
+	for n, i := range fresh {
+		sp := &jobs[i].Spec
+		cols[n], kinds[n], targets[n], ks[n], payloads[n] = ids[n], sp.Kind, sp.Target, sp.Key, sp.Payload
+		atts[n], base[n], capMS[n], dl[n] = int32(sp.Policy.Attempts), sp.Policy.BaseMS, sp.Policy.CapMS, sp.Policy.DeadlineMS
+		tmo[n], due[n] = sp.TimeoutMS, jobs[i].Due
+		out[i] = store.Enqueued{ID: uint64(ids[n])}
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO runlog_jobs
+		(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
+		SELECT id, 0, kind, target, payload, key, att, base, cap, dl, tmo, due, due, $12
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::int[],
+			$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
+			AS u(id, kind, target, payload, key, att, base, cap, dl, tmo, due)
+		ON CONFLICT (key) WHERE key <> '' DO NOTHING
+		RETURNING id`, cols, kinds, targets, payloads, ks, atts, base, capMS, dl, tmo, due, now)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: insert jobs: %w", err)
+	}
+	inserted, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: insert jobs: %w", err)
+	}
+	if len(inserted) < len(fresh) {
+		// A concurrent transaction committed a job with one of the keys
+		// meanwhile: answer its id.
+		got := make(map[int64]bool, len(inserted))
+		for _, id := range inserted {
+			got[id] = true
+		}
+		for n, i := range fresh {
+			if got[ids[n]] {
+				continue
+			}
+			var id int64
+			if err := tx.QueryRow(ctx, "SELECT id FROM runlog_jobs WHERE key = $1", ks[n]).Scan(&id); err != nil {
+				return nil, fmt.Errorf("pgstore: key %q was taken by a concurrent enqueue that this transaction cannot see yet; enqueue again: %w", ks[n], err)
+			}
+			out[i] = store.Enqueued{ID: uint64(id), Existing: true}
+		}
+	}
+	for i, first := range dupOf {
+		out[i] = store.Enqueued{ID: out[first].ID, Existing: true}
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", chanWake); err != nil {
+		return nil, fmt.Errorf("pgstore: notify: %w", err)
+	}
+	return out, nil
+}
+
+// keyHolders adds the holder of each held key among keys to held.
+func keyHolders(ctx context.Context, tx pgx.Tx, keys []string, held map[string]uint64) error {
+	rows, err := tx.Query(ctx, "SELECT key, id FROM runlog_jobs WHERE key = ANY($1)", keys)
+	if err != nil {
+		return fmt.Errorf("pgstore: look up keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var id int64
+		if err := rows.Scan(&k, &id); err != nil {
+			return err
+		}
+		held[k] = uint64(id)
+	}
+	return rows.Err()
+}
+
+// nextIDs draws n job ids, ascending.
+func nextIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error) {
+	rows, err := tx.Query(ctx, "SELECT nextval('runlog_job_id') FROM generate_series(1, $1)", n)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: draw job ids: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: draw job ids: %w", err)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// breakerRow is a target's breaker locked in a transaction, with the value
+// read, so that only changed ones are written.
+type breakerRow struct {
+	b, orig retry.Breaker
+}
+
+// lockBreakers locks (FOR UPDATE, in target order) the breakers of the
+// targets not yet in into, creating their rows first, and adds them.
+func (s *Store) lockBreakers(ctx context.Context, tx pgx.Tx, targets []string, into map[string]*breakerRow) error {
+	var need []string
+	for _, t := range targets {
+		if _, ok := into[t]; !ok {
+			need = append(need, t)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	slices.Sort(need)
+	need = slices.Compact(need)
+	var missing []string
+	for _, t := range need {
+		if _, ok := s.breakerRows.Load(t); !ok {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		// Committed at once, outside tx, so that no transaction waits on
+		// another's uncommitted breaker row.
+		if _, err := s.pool.Exec(ctx, "INSERT INTO runlog_breakers (target) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", missing); err != nil {
+			return fmt.Errorf("pgstore: create breaker rows: %w", err)
+		}
+		for _, t := range missing {
+			s.breakerRows.Store(t, struct{}{})
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT target, state, fails, until, busy FROM runlog_breakers
+		WHERE target = ANY($1) ORDER BY target COLLATE "C" FOR UPDATE`, need)
+	if err != nil {
+		return fmt.Errorf("pgstore: lock breakers: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			t     string
+			st    int16
+			fails []int64
+			until int64
+			busy  int32
+		)
+		if err := rows.Scan(&t, &st, &fails, &until, &busy); err != nil {
+			return err
+		}
+		if len(fails) == 0 {
+			fails = nil
+		}
+		b := retry.Breaker{State: retry.BreakerState(st), Fails: fails, Until: until, Busy: int(busy)}
+		into[t] = &breakerRow{b: b, orig: b}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, t := range need {
+		if _, ok := into[t]; !ok {
+			// Deleted by hand meanwhile: the zero breaker, written back.
+			into[t] = &breakerRow{orig: retry.Breaker{State: 255}}
+		}
+	}
+	return nil
+}
+
+// queueBreakerWrites queues the writes of the breakers that changed.
+func queueBreakerWrites(b *pgx.Batch, brs map[string]*breakerRow) {
+	for t, br := range brs {
+		if sameBreaker(br.b, br.orig) {
+			continue
+		}
+		fails := br.b.Fails
+		if fails == nil {
+			fails = []int64{}
+		}
+		b.Queue(`INSERT INTO runlog_breakers (target, state, fails, until, busy) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (target) DO UPDATE SET state = $2, fails = $3, until = $4, busy = $5`,
+			t, int16(br.b.State), fails, br.b.Until, int32(br.b.Busy))
+	}
+}
+
+// sameBreaker reports whether a and b are equal.
+func sameBreaker(a, b retry.Breaker) bool {
+	return a.State == b.State && a.Until == b.Until && a.Busy == b.Busy && slices.Equal(a.Fails, b.Fails)
+}
+
+// sendBatch runs the queued statements of b in tx.
+func sendBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// Claim implements store.Store. It selects due pending jobs in (due, id)
+// order with FOR UPDATE SKIP LOCKED (jobs another node is claiming are
+// skipped), locks their targets' breakers, and starts, defers or fails each
+// as the embedded store would, all in one transaction.
+func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store.Claim, error) {
+	if lim.Max <= 0 {
+		return nil, nil
+	}
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	gen := s.due.gen
+	s.mu.Unlock()
+	var res claimResult
+	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.claimTx(ctx, tx, now, lim)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	s.mu.Lock()
+	for _, c := range res.claims {
+		s.inflight[c.ID] = struct{}{}
+	}
+	if res.exhausted && s.due.gen == gen {
+		// Every due job was decided here or is held: the cache need not
+		// ask the database before the next notification or poll.
+		s.due.valid, s.due.at, s.due.has = true, res.next, res.hasNext
+	} else {
+		s.due.valid = false
+		s.due.gen++
+	}
+	s.mu.Unlock()
+	return res.claims, nil
+}
+
+// claimResult is what one claim transaction decided.
+type claimResult struct {
+	claims    []store.Claim
+	exhausted bool  // every due job not locked by another node was looked at
+	next      int64 // then: the next due time (now while jobs are held)
+	hasNext   bool
+}
+
+// claimTx is Claim inside tx.
+func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Limits) (claimResult, error) {
+	var (
+		res       claimResult
+		held      = []int64{}
+		perTarget map[string]int
+		decisions int
+		brs       = make(map[string]*breakerRow)
+		c         = s.opts.Circuit
+		leaseMS   = s.opts.Lease.Milliseconds()
+	)
+	for {
+		want := max(lim.Max-len(res.claims), minClaimRound)
+		rows, err := tx.Query(ctx, `SELECT id, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
+				due, first_due, fails, started, last_error
+			FROM runlog_jobs WHERE state = 0 AND due <= $1 AND NOT (id = ANY($2))
+			ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED`, now, held, want)
+		if err != nil {
+			return res, err
+		}
+		var due []*jobRow
+		for rows.Next() {
+			r := &jobRow{st: state.Pending}
+			var id, started int64
+			p := &r.spec.Policy
+			if err := rows.Scan(&id, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
+				&r.spec.TimeoutMS, &r.due, &r.firstDue, &r.fails, &started, &r.lastError); err != nil {
+				rows.Close()
+				return res, err
+			}
+			r.id, r.started = uint64(id), uint32(started)
+			due = append(due, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return res, err
+		}
+		targets := make([]string, len(due))
+		for i, r := range due {
+			targets[i] = r.spec.Target
+		}
+		if err := s.lockBreakers(ctx, tx, targets, brs); err != nil {
+			return res, err
+		}
+		var (
+			b       pgx.Batch
+			stopped bool
+		)
+		for _, r := range due {
+			if len(res.claims) == lim.Max || decisions >= maxDecisionsPerClaim {
+				stopped = true
+				break
+			}
+			target := r.spec.Target
+			if lim.PerTarget > 0 {
+				n := perTarget[target]
+				if lim.Running != nil {
+					n += lim.Running(target)
+				}
+				if n >= lim.PerTarget {
+					held = append(held, int64(r.id))
+					continue
+				}
+			}
+			br := brs[target]
+			op := admit(r, br.b, c, now)
+			apply(r, &br.b, c, &op, s.opts.Node)
+			switch op.Kind {
+			case state.OpStart:
+				entry, _ := json.Marshal([]attempt{r.hist[len(r.hist)-1]})
+				b.Queue(`UPDATE runlog_jobs SET state = 1, started = $2, node = $3,
+					lease_until = now() + $4 * interval '1 millisecond',
+					history = (CASE WHEN jsonb_array_length(history) >= $5 THEN history - 0 ELSE history END) || $6::jsonb
+					WHERE id = $1`, int64(r.id), int64(r.started), s.opts.Node, leaseMS, state.MaxAttemptHistory, string(entry))
+				res.claims = append(res.claims, store.Claim{
+					ID: r.id, Attempt: op.Attempt, Kind: r.spec.Kind, Target: target,
+					Payload: r.spec.Payload, TimeoutMS: r.spec.TimeoutMS,
+				})
+				if lim.PerTarget > 0 {
+					if perTarget == nil {
+						perTarget = make(map[string]int)
+					}
+					perTarget[target]++
+				}
+			case state.OpDefer:
+				decisions++
+				b.Queue("UPDATE runlog_jobs SET due = $2 WHERE id = $1", int64(r.id), op.Due)
+			case state.OpFail:
+				decisions++
+				b.Queue("UPDATE runlog_jobs SET state = 3, finished_at = $2, reason = $3 WHERE id = $1", int64(r.id), op.At, op.Error)
+			}
+		}
+		if err := sendBatch(ctx, tx, &b); err != nil {
+			return res, err
+		}
+		if stopped || len(res.claims) == lim.Max || decisions >= maxDecisionsPerClaim {
+			break
+		}
+		if len(due) < want {
+			res.exhausted = true
+			break
+		}
+	}
+	var b pgx.Batch
+	queueBreakerWrites(&b, brs)
+	if err := sendBatch(ctx, tx, &b); err != nil {
+		return res, err
+	}
+	if res.exhausted {
+		if len(held) > 0 {
+			res.next, res.hasNext = now, true
+		} else {
+			var next *int64
+			if err := tx.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = 0 AND due > $1", now).Scan(&next); err != nil {
+				return res, err
+			}
+			if next != nil {
+				res.next, res.hasNext = *next, true
+			}
+		}
+	}
+	return res, nil
+}
+
+// Finish implements store.Store. An outcome is recorded only if its attempt
+// is still open and was started by this node (fencing): an attempt that was
+// rescued after this node missed its lease has ended already, and its late
+// outcome is logged and dropped.
+func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	// One draw per outcome, in order, as the embedded store does; drawn
+	// once, so that a transaction that runs again decides the same.
+	rs := make([]uint32, len(outs))
+	ids := make([]int64, len(outs))
+	for i := range outs {
+		rs[i] = rnd()
+		ids[i] = int64(outs[i].ID)
+	}
+	var fenced []store.Outcome
+	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
+		fenced = fenced[:0]
+		rows, err := queryRows(ctx, tx, "SELECT "+jobCols+" FROM runlog_jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
+		if err != nil {
+			return err
+		}
+		byID := make(map[uint64]*jobRow, len(rows))
+		targets := make([]string, len(rows))
+		for i, r := range rows {
+			byID[r.id] = r
+			targets[i] = r.spec.Target
+		}
+		brs := make(map[string]*breakerRow)
+		if err := s.lockBreakers(ctx, tx, targets, brs); err != nil {
+			return err
+		}
+		changed := make(map[*jobRow]bool)
+		for i, o := range outs {
+			r := byID[o.ID]
+			var a *attempt
+			if r != nil {
+				a = r.open(o.Attempt)
+			}
+			if a == nil || a.Node != s.opts.Node {
+				fenced = append(fenced, o)
+				continue
+			}
+			op := settle(r, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
+			apply(r, &brs[r.spec.Target].b, s.opts.Circuit, &op, "")
+			changed[r] = true
+		}
+		return s.writeRows(ctx, tx, rows, changed, brs)
+	})
+	s.mu.Lock()
+	for _, o := range outs {
+		delete(s.inflight, o.ID)
+	}
+	s.due.valid = false
+	s.due.gen++
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("pgstore: finish: %w", err)
+	}
+	for _, o := range fenced {
+		s.log.Warn("pgstore: outcome dropped: the attempt is no longer this node's (its lease expired and it was requeued, or the job is gone)",
+			"job", o.ID, "attempt", o.Attempt, "class", o.Class.String(), "node", s.opts.Node)
+	}
+	return nil
+}
+
+// writeRows writes the changed rows (state, due, budget, reason, history)
+// and breakers, and NOTIFYs the nodes if anything changed.
+func (s *Store) writeRows(ctx context.Context, tx pgx.Tx, rows []*jobRow, changed map[*jobRow]bool, brs map[string]*breakerRow) error {
+	var b pgx.Batch
+	for _, r := range rows {
+		if !changed[r] {
+			continue
+		}
+		hist, err := json.Marshal(r.hist)
+		if err != nil {
+			return err
+		}
+		b.Queue(`UPDATE runlog_jobs SET state = $2, due = $3, finished_at = $4, fails = $5, last_error = $6,
+			reason = $7, history = $8::jsonb, lease_until = CASE WHEN $2::smallint = 1 THEN lease_until END
+			WHERE id = $1`, int64(r.id), int16(r.st), r.due, r.finishedAt, int32(r.fails), r.lastError, r.reason, string(hist))
+	}
+	queueBreakerWrites(&b, brs)
+	if b.Len() > 0 {
+		b.Queue("SELECT pg_notify($1, '')", chanWake)
+	}
+	return sendBatch(ctx, tx, &b)
+}
+
+// Rescue requeues, as failed attempts (the seed's orphan rule), up to
+// maxRequeue running attempts whose lease expired on the database clock,
+// whichever node started them, and returns how many. Every node runs it
+// every RescueEvery.
+func (s *Store) Rescue(ctx context.Context) (int, error) {
+	n, err := s.requeue(ctx, "state = 1 AND lease_until < now()", nil, "")
+	if n > 0 {
+		s.wake()
+	}
+	return n, err
+}
+
+// requeue requeues the running attempts that match where (with args) as
+// failed attempts, each with the error "interrupted: <why> during attempt
+// N"; an empty why says that the attempt's node stopped renewing its lease.
+func (s *Store) requeue(ctx context.Context, where string, args []any, why string) (int, error) {
+	var n int
+	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
+		rows, err := queryRows(ctx, tx, "SELECT "+jobCols+" FROM runlog_jobs WHERE "+where+
+			fmt.Sprintf(" ORDER BY id LIMIT %d FOR UPDATE SKIP LOCKED", maxRequeue), args...)
+		if err != nil {
+			return err
+		}
+		n = len(rows)
+		if n == 0 {
+			return nil
+		}
+		targets := make([]string, len(rows))
+		for i, r := range rows {
+			targets[i] = r.spec.Target
+		}
+		brs := make(map[string]*breakerRow)
+		if err := s.lockBreakers(ctx, tx, targets, brs); err != nil {
+			return err
+		}
+		now := s.opts.Now()
+		changed := make(map[*jobRow]bool, len(rows))
+		for _, r := range rows {
+			w := why
+			if w == "" {
+				w = fmt.Sprintf("node %s stopped renewing its lease", r.node)
+			}
+			op := orphan(r, now, w)
+			apply(r, &brs[r.spec.Target].b, s.opts.Circuit, &op, "")
+			changed[r] = true
+		}
+		return s.writeRows(ctx, tx, rows, changed, brs)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		s.invalidate()
+	}
+	return n, nil
+}
+
+// Cancel implements store.Store. running is true only when the attempt
+// runs on this node (the engine cancels it); an attempt on another node is
+// cancelled there, through a runlog_cancel notification.
+func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string) (bool, error) {
+	if err := s.usable(); err != nil {
+		return false, err
+	}
+	var running bool
+	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
+		running = false
+		var (
+			st   int16
+			node string
+		)
+		err := tx.QueryRow(ctx, "SELECT state, node FROM runlog_jobs WHERE id = $1 FOR UPDATE", int64(id)).Scan(&st, &node)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		js := state.JobState(st)
+		if js != state.Pending && js != state.Running {
+			return store.ErrFinished
+		}
+		if _, err := tx.Exec(ctx, "UPDATE runlog_jobs SET state = 4, finished_at = $2, reason = $3, lease_until = NULL WHERE id = $1",
+			int64(id), now, reason); err != nil {
+			return err
+		}
+		if js == state.Running && node != s.opts.Node {
+			_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", chanCancel, fmt.Sprintf("%d %s", id, node))
+			return err
+		}
+		running = js == state.Running
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	s.invalidate()
+	return running, nil
+}
+
+// Revive implements store.Store.
+func (s *Store) Revive(ctx context.Context, now int64, id uint64) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
+		var st int16
+		err := tx.QueryRow(ctx, "SELECT state FROM runlog_jobs WHERE id = $1 FOR UPDATE", int64(id)).Scan(&st)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if js := state.JobState(st); js != state.Failed && js != state.Cancelled {
+			return store.ErrNotFailed
+		}
+		if _, err := tx.Exec(ctx, `UPDATE runlog_jobs SET state = 0, due = $2, first_due = $2, fails = 0,
+			finished_at = 0, reason = '', last_error = '' WHERE id = $1`, int64(id), now); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", chanWake)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.invalidate()
+	return nil
+}

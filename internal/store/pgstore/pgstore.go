@@ -1,0 +1,469 @@
+// Package pgstore is the PostgreSQL store of runlog: the engine's storage
+// boundary (store.Store) kept in PostgreSQL tables, so that several runlog
+// nodes (processes) share one queue.
+//
+// # Tables
+//
+// runlog_jobs holds one row per job (its spec, state, due time, budget,
+// reason and the history of its recent attempts as JSONB, with the node that
+// ran each); runlog_breakers holds one circuit breaker per target, shared by
+// every node; runlog_schema_migrations records the applied migrations (the
+// versioned SQL files embedded in this package; see Migrate).
+//
+// # Decisions
+//
+// Every decision is the one the embedded store makes (the same retry
+// functions, mirrored in decide.go): a claim selects due jobs with
+// SELECT … FOR UPDATE SKIP LOCKED in (due time, id) order, locks their
+// targets' breakers, and starts, defers or fails each in one transaction; an
+// outcome updates the job and its breaker in one transaction.
+//
+// # Nodes, leases and rescue
+//
+// Each Store is one node with a random id. A started attempt carries the
+// node id and a lease on the database clock (now() + Lease), which the node
+// renews every Heartbeat for the attempts it has claimed and not finished.
+// Every node runs a rescuer (every RescueEvery) that requeues the attempts
+// whose lease expired as failed attempts (the seed's orphan rule: one
+// failure, one breaker failure). An outcome is recorded only if its attempt
+// is still open and was started by the reporting node (fencing): a node
+// presumed dead cannot settle an attempt that was rescued; its outcome is
+// logged and dropped.
+//
+// Due times, decisions and retention use the time the engine passes in (its
+// clock); leases use the database clock, so nodes with skewed clocks agree
+// on expiry. Rescue stamps its changes with Options.Now.
+//
+// # Wake-ups
+//
+// Enqueues and outcomes NOTIFY runlog_wake in their transaction; every node
+// LISTENs and wakes its dispatcher. A cancel of a job running on another
+// node NOTIFYs runlog_cancel, and that node cancels the attempt's context.
+// A fallback poll (PollEvery) wakes the dispatcher in case a notification
+// was lost with a connection.
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// Notification channels.
+const (
+	chanWake   = "runlog_wake"
+	chanCancel = "runlog_cancel"
+)
+
+// Options configure Open. The zero value of each field takes the default
+// written next to it.
+type Options struct {
+	// Circuit configures every target's breaker. It must be the same on
+	// every node. Defaults to retry.DefaultCircuit().
+	Circuit retry.Circuit
+	// Now is the clock (ms since the Unix epoch) that stamps rescues; the
+	// engine's own calls pass their now. Defaults to the system clock.
+	Now func() int64
+	// Migrate applies missing migrations at Open; without it Open fails
+	// with ErrSchemaOld on a database that lacks them.
+	Migrate bool
+	// Node names this node in the jobs it runs. Defaults to
+	// host-pid-random; it must be unique among live nodes.
+	Node string
+	// Lease is how long a started attempt stays this node's without a
+	// heartbeat. Defaults to 5s.
+	Lease time.Duration
+	// Heartbeat is how often the node renews the leases of its attempts.
+	// It must be below Lease. Defaults to 1s.
+	Heartbeat time.Duration
+	// RescueEvery is how often the node requeues attempts whose lease
+	// expired. Defaults to 1s.
+	RescueEvery time.Duration
+	// PollEvery is how often the node looks for due jobs without a
+	// notification. Defaults to 1s.
+	PollEvery time.Duration
+	// Retention says how long finished jobs are kept; nil keeps them
+	// forever. Expire applies it.
+	Retention *state.Retention
+	// MaxConns bounds the connection pool. Defaults to pgxpool's default
+	// (max(4, number of CPUs)).
+	MaxConns int32
+	// Logger receives rescues, fenced outcomes and connection trouble.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns o with every zero field set to its default.
+func (o Options) withDefaults() Options {
+	if o.Circuit == (retry.Circuit{}) {
+		o.Circuit = retry.DefaultCircuit()
+	}
+	if o.Now == nil {
+		o.Now = func() int64 { return time.Now().UnixMilli() }
+	}
+	if o.Node == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		rand.Read(b[:])
+		o.Node = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.Lease, 5*time.Second)
+	def(&o.Heartbeat, time.Second)
+	def(&o.RescueEvery, time.Second)
+	def(&o.PollEvery, time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// validate reports the first unusable field of defaulted options.
+func (o Options) validate() error {
+	if err := o.Circuit.Validate(); err != nil {
+		return fmt.Errorf("pgstore: Circuit: %w", err)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Lease", o.Lease}, {"Heartbeat", o.Heartbeat}, {"RescueEvery", o.RescueEvery}, {"PollEvery", o.PollEvery}} {
+		if d.v < time.Millisecond {
+			return fmt.Errorf("pgstore: %s %v must be at least 1ms", d.name, d.v)
+		}
+	}
+	if o.Heartbeat >= o.Lease {
+		return fmt.Errorf("pgstore: Heartbeat %v must be below Lease %v, or leases expire between heartbeats", o.Heartbeat, o.Lease)
+	}
+	return nil
+}
+
+// Store is the PostgreSQL store; it implements store.Store. Open one per
+// node with Open.
+type Store struct {
+	opts Options
+	url  string
+	pool *pgxpool.Pool
+	log  *slog.Logger
+
+	ctx    context.Context // cancelled by Close: stops the background loops
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool                // guarded by mu
+	notify   store.Notify        // guarded by mu
+	inflight map[uint64]struct{} // guarded by mu: attempts claimed here and not finished
+	due      dueCache            // guarded by mu
+
+	breakerRows sync.Map // target → struct{}: targets whose breaker row exists
+}
+
+// dueCache caches the earliest due time among pending jobs, so that the
+// dispatcher's NextDue does not query on every look.
+type dueCache struct {
+	valid bool
+	at    int64
+	has   bool
+	gen   uint64 // bumped by every invalidation
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a PostgreSQL connection string),
+// applies missing migrations when opts.Migrate is set (otherwise it checks
+// that none is missing), and starts the node's listener, heartbeat,
+// rescuer and poller. Close stops them.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.Migrate {
+		if _, err := Migrate(ctx, url); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connection string: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
+	}
+	have, err := currentVersion(ctx, pool)
+	if err == nil && have < SchemaVersion() {
+		err = fmt.Errorf("%w: database at version %d, this build needs %d; run `runlog migrate` (or open with migrations enabled)", ErrSchemaOld, have, SchemaVersion())
+	} else if err == nil && have > SchemaVersion() {
+		err = fmt.Errorf("%w: database at version %d, this build knows %d; upgrade runlog", ErrSchemaNewer, have, SchemaVersion())
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.loops.Add(4)
+	go s.listen()
+	go s.every(opts.Heartbeat, s.heartbeat)
+	go s.every(opts.RescueEvery, func() {
+		if n, err := s.Rescue(s.ctx); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("pgstore: rescue of expired leases failed; retrying at the next scan", "err", err)
+		} else if n > 0 {
+			s.log.Info("pgstore: requeued attempts whose lease expired", "jobs", n, "node", s.opts.Node)
+		}
+	})
+	go s.every(opts.PollEvery, func() {
+		s.invalidate()
+		s.wake()
+	})
+	return s, nil
+}
+
+// Node returns this node's id.
+func (s *Store) Node() string { return s.opts.Node }
+
+// Pool returns the store's connection pool (for callers that enqueue in
+// their own transactions with EnqueueTx).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// every runs fn every d until Close.
+func (s *Store) every(d time.Duration, fn func()) {
+	defer s.loops.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// listen keeps a connection that LISTENs for wake-ups and cancels,
+// reconnecting (and waking the dispatcher, since notifications may have
+// been missed) after a failure.
+func (s *Store) listen() {
+	defer s.loops.Done()
+	backoff := 10 * time.Millisecond
+	for s.ctx.Err() == nil {
+		err := s.listenOnce()
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("pgstore: the notification connection failed; reconnecting (the poll covers the gap)", "err", err, "retry_in", backoff)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// listenOnce runs one notification connection until it fails or Close.
+func (s *Store) listenOnce() error {
+	conn, err := pgx.Connect(s.ctx, s.url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(s.ctx, "LISTEN "+chanWake+"; LISTEN "+chanCancel); err != nil {
+		return err
+	}
+	s.invalidate()
+	s.wake()
+	for {
+		n, err := conn.WaitForNotification(s.ctx)
+		if err != nil {
+			return err
+		}
+		switch n.Channel {
+		case chanWake:
+			s.invalidate()
+			s.wake()
+		case chanCancel:
+			s.cancelNotified(n.Payload)
+		}
+	}
+}
+
+// cancelNotified handles a runlog_cancel payload "<id> <node>": if the
+// attempt runs here, the engine cancels its context.
+func (s *Store) cancelNotified(payload string) {
+	var id uint64
+	var node string
+	if _, err := fmt.Sscanf(payload, "%d %s", &id, &node); err != nil || node != s.opts.Node {
+		return
+	}
+	s.mu.Lock()
+	_, running := s.inflight[id]
+	fn := s.notify.CancelAttempt
+	s.mu.Unlock()
+	if running && fn != nil {
+		fn(id)
+	}
+}
+
+// wake tells the engine that jobs may have become due.
+func (s *Store) wake() {
+	s.mu.Lock()
+	fn := s.notify.Wake
+	s.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+// invalidate drops the cached next due time.
+func (s *Store) invalidate() {
+	s.mu.Lock()
+	s.due.valid = false
+	s.due.gen++
+	s.mu.Unlock()
+}
+
+// heartbeat renews the leases of the attempts this node claimed and has not
+// finished.
+func (s *Store) heartbeat() {
+	s.mu.Lock()
+	ids := make([]int64, 0, len(s.inflight))
+	for id := range s.inflight {
+		ids = append(ids, int64(id))
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	_, err := s.pool.Exec(s.ctx, `UPDATE runlog_jobs SET lease_until = now() + $3 * interval '1 millisecond'
+		WHERE id = ANY($1) AND state = 1 AND node = $2`, ids, s.opts.Node, s.opts.Lease.Milliseconds())
+	if err != nil && s.ctx.Err() == nil {
+		s.log.Warn("pgstore: lease heartbeat failed; other nodes rescue these attempts if it keeps failing past the lease", "err", err, "attempts", len(ids), "lease", s.opts.Lease)
+	}
+}
+
+// Expire implements store.Store: it deletes the finished jobs whose
+// retention (Options.Retention, by state and kind) ran out by now, which
+// releases their keys. The engine calls it periodically.
+func (s *Store) Expire(ctx context.Context, now int64) error {
+	r := s.opts.Retention
+	if r == nil {
+		return nil
+	}
+	if err := s.usable(); err != nil {
+		return err
+	}
+	kinds := make([]string, len(r.PerKind))
+	succ, canc, fail := make([]int64, len(r.PerKind)), make([]int64, len(r.PerKind)), make([]int64, len(r.PerKind))
+	for i, k := range r.PerKind {
+		kinds[i], succ[i], canc[i], fail[i] = k.Kind, k.SucceededMS, k.CancelledMS, k.FailedMS
+	}
+	_, err := s.pool.Exec(ctx, `DELETE FROM runlog_jobs j WHERE j.state >= 2 AND EXISTS (
+		SELECT 1 FROM (SELECT COALESCE(
+			(SELECT CASE j.state WHEN 2 THEN r.s WHEN 4 THEN r.c ELSE r.f END
+				FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS r(kind, s, c, f) WHERE r.kind = j.kind),
+			CASE j.state WHEN 2 THEN $5::bigint WHEN 4 THEN $6::bigint ELSE $7::bigint END) AS ttl) t
+		WHERE t.ttl > 0 AND j.finished_at <= $8::bigint - t.ttl)`,
+		kinds, succ, canc, fail, r.SucceededMS, r.CancelledMS, r.FailedMS, now)
+	if err != nil {
+		return fmt.Errorf("pgstore: expire finished jobs: %w", err)
+	}
+	return nil
+}
+
+// usable reports why the store takes no call, or nil.
+func (s *Store) usable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// maxTries bounds the attempts of one transaction that hit a deadlock, a
+// serialization failure or (when safe) a lost connection.
+const maxTries = 10
+
+// inTx runs fn in a transaction and commits it, trying again after a
+// deadlock or serialization failure, and, when idempotent is set (the
+// caller's effect is safe to repeat or is fenced), after a connection
+// failure too. fn may run more than once: it must reset what it collects.
+func (s *Store) inTx(ctx context.Context, idempotent bool, fn func(pgx.Tx) error) error {
+	backoff := 5 * time.Millisecond
+	for try := 1; ; try++ {
+		err := pgx.BeginFunc(ctx, s.pool, fn)
+		if err == nil || try == maxTries || ctx.Err() != nil || !retryable(err, idempotent) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// retryable reports whether a failed transaction may run again.
+func retryable(err error, idempotent bool) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40P01" || pe.Code == "40001" // deadlock, serialization
+	}
+	return idempotent && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// SetNotify implements store.Store.
+func (s *Store) SetNotify(n store.Notify) {
+	s.mu.Lock()
+	s.notify = n
+	s.mu.Unlock()
+}
+
+// Close implements store.Store: it stops the node's loops, requeues the
+// attempts this node started and never finished (as failed attempts, so
+// they run again at once instead of after their lease), and closes the
+// connections. It is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.loops.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := s.requeue(ctx, "state = 1 AND node = $1", []any{s.opts.Node}, fmt.Sprintf("node %s closed", s.opts.Node))
+	s.pool.Close()
+	if err != nil {
+		return fmt.Errorf("pgstore: close: requeue this node's unfinished attempts (their leases expire and other nodes requeue them): %w", err)
+	}
+	return nil
+}

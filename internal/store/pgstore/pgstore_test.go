@@ -1,0 +1,558 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/pgtest"
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/store/embedded"
+	"github.com/runlog/runlog/retry"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+var testCircuit = retry.Circuit{Threshold: 3, WindowMS: 1000, CooldownMS: 500, Probes: 1}
+
+// testRetention keeps finished jobs briefly, so that random runs expire some.
+var testRetention = &state.Retention{SucceededMS: 1500, CancelledMS: 800, FailedMS: 3000,
+	PerKind: []state.KindRetention{{Kind: "keep", SucceededMS: 0, CancelledMS: 300, FailedMS: 0}}}
+
+// openTest opens a store on a fresh database and closes it at the end.
+func openTest(t testing.TB, opts Options) (*Store, string) {
+	t.Helper()
+	url := pgtest.URL(t)
+	if opts.Circuit == (retry.Circuit{}) {
+		opts.Circuit = testCircuit
+	}
+	opts.Migrate = true
+	s, err := Open(context.Background(), url, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, url
+}
+
+// jobView is what List shows of a job, with the spec by value and empty
+// payloads, outputs and breaker failure lists normalized, for comparison.
+type jobView struct {
+	Job  state.Job
+	Spec state.Spec
+}
+
+func view(j state.Job) jobView {
+	v := jobView{Spec: *j.Spec, Job: state.Job{
+		ID: j.ID, Due: j.Due, FirstDue: j.FirstDue, EnqueuedAt: j.EnqueuedAt, FinishedAt: j.FinishedAt,
+		Fails: j.Fails, LastError: j.LastError, Reason: j.Reason, Started: j.Started, State: j.State,
+	}}
+	if len(v.Spec.Payload) == 0 {
+		v.Spec.Payload = nil
+	}
+	for _, a := range j.Attempts {
+		if len(a.Output) == 0 {
+			a.Output = nil
+		}
+		v.Job.Attempts = append(v.Job.Attempts, a)
+	}
+	return v
+}
+
+// dump lists every job, oldest first (in pages of 7, so that paging is
+// compared too), then newest first, plus the targets and stats.
+func dump(t testing.TB, s store.Store) (all []jobView, desc []uint64, targets []store.TargetInfo, st store.Stats) {
+	t.Helper()
+	ctx := context.Background()
+	for _, oldest := range []bool{true, false} {
+		var after uint64
+		for {
+			page, next, err := s.List(ctx, store.Filter{After: after, Limit: 7, Oldest: oldest})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range page {
+				if oldest {
+					all = append(all, view(j))
+				} else {
+					desc = append(desc, j.ID)
+				}
+			}
+			if next == 0 {
+				break
+			}
+			after = next
+		}
+	}
+	targets, err := s.Targets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range targets {
+		if len(targets[i].Breaker.Fails) == 0 {
+			targets[i].Breaker.Fails = nil
+		}
+	}
+	if st, err = s.Stats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return all, desc, targets, st
+}
+
+// errClass names which store sentinel err is, for comparison.
+func errClass(err error) string {
+	for _, e := range []error{store.ErrNotFound, store.ErrFinished, store.ErrNotFailed, store.ErrClosed} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	if err != nil {
+		return "other: " + err.Error()
+	}
+	return ""
+}
+
+// TestSameAsEmbedded drives this store and the embedded one side by side
+// with the same random enqueues (keys, deadlines, due times), claims (with
+// per-target limits), outcomes, cancels and revives: every answer, and
+// then every job (List, Job), breaker (Targets) and count (Stats), must be
+// equal. This is the proof that the two stores decide alike.
+func TestSameAsEmbedded(t *testing.T) {
+	pg, _ := openTest(t, Options{Retention: testRetention})
+	ctx := context.Background()
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
+		// Each step is a transaction: fewer runs than rapid's default
+		// keep the test within its time budget (-rapid.checks overrides).
+		checks := "60"
+		if testing.Short() {
+			checks = "15"
+		}
+		f.Value.Set(checks)
+		defer f.Value.Set(f.DefValue)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		// A fresh database state for each run.
+		if _, err := pg.pool.Exec(ctx, "TRUNCATE runlog_jobs, runlog_breakers; ALTER SEQUENCE runlog_job_id RESTART"); err != nil {
+			rt.Fatal(err)
+		}
+		pg.breakerRows.Clear()
+		pg.invalidate()
+		now := int64(1_700_000_000_000)
+		em, err := embedded.Open(t.TempDir(), embedded.Options{
+			Journal:   journal.Options{SegmentSize: 64 << 10},
+			State:     state.Config{Circuit: testCircuit},
+			Now:       now,
+			Retention: testRetention,
+		})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer em.Close()
+		stores := []store.Store{em, pg}
+		var claimed []store.Claim
+		targets := []string{"a", "b", "c"}
+		steps := rapid.IntRange(1, 50).Draw(rt, "steps")
+		for range steps {
+			now += rapid.Int64Range(0, 700).Draw(rt, "dt")
+			switch rapid.IntRange(0, 7).Draw(rt, "action") {
+			case 0, 1:
+				n := rapid.IntRange(1, 4).Draw(rt, "n")
+				jobs := make([]store.NewJob, n)
+				for i := range jobs {
+					jobs[i] = store.NewJob{Due: now + rapid.Int64Range(-100, 1000).Draw(rt, "due"), Spec: state.Spec{
+						Kind:      rapid.SampledFrom([]string{"k", "k", "keep"}).Draw(rt, "kind"),
+						Target:    rapid.SampledFrom(targets).Draw(rt, "target"),
+						Payload:   []byte(rapid.StringN(0, 8, -1).Draw(rt, "payload")),
+						Key:       rapid.SampledFrom([]string{"", "", "x", "y"}).Draw(rt, "key"),
+						Policy:    retry.Policy{Attempts: rapid.IntRange(1, 4).Draw(rt, "attempts"), BaseMS: 10, CapMS: 100, DeadlineMS: rapid.SampledFrom([]int64{0, 0, 2000}).Draw(rt, "deadline")},
+						TimeoutMS: rapid.SampledFrom([]int64{0, 250}).Draw(rt, "timeout"),
+					}}
+				}
+				var want []store.Enqueued
+				for i, s := range stores {
+					got, err := s.Enqueue(ctx, now, jobs)
+					if err != nil {
+						rt.Fatal(err)
+					}
+					if i == 0 {
+						want = got
+					} else if !reflect.DeepEqual(got, want) {
+						rt.Fatalf("enqueue: embedded %+v, postgres %+v", want, got)
+					}
+				}
+			case 2, 3:
+				lim := store.Limits{Max: rapid.IntRange(1, 5).Draw(rt, "max"), PerTarget: rapid.IntRange(0, 2).Draw(rt, "perTarget")}
+				running := map[string]int{}
+				for _, c := range claimed {
+					running[c.Target]++
+				}
+				lim.Running = func(t string) int { return running[t] }
+				var want []store.Claim
+				for i, s := range stores {
+					got, err := s.Claim(ctx, now, lim)
+					if err != nil {
+						rt.Fatal(err)
+					}
+					if i == 0 {
+						want = got
+						continue
+					}
+					if len(got) != len(want) {
+						rt.Fatalf("claim: embedded %+v, postgres %+v", want, got)
+					}
+					for k := range got {
+						g, w := got[k], want[k]
+						if len(g.Payload) == 0 && len(w.Payload) == 0 {
+							g.Payload, w.Payload = nil, nil
+						}
+						if !reflect.DeepEqual(g, w) {
+							rt.Fatalf("claim %d: embedded %+v, postgres %+v", k, w, g)
+						}
+					}
+				}
+				claimed = append(claimed, want...)
+			case 4:
+				if len(claimed) == 0 {
+					continue
+				}
+				i := rapid.IntRange(0, len(claimed)-1).Draw(rt, "which")
+				c := claimed[i]
+				claimed = append(claimed[:i], claimed[i+1:]...)
+				class := retry.Class(rapid.IntRange(int(retry.Success), int(retry.Unsafe)).Draw(rt, "class"))
+				out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: rapid.SampledFrom([]int64{-1, -1, 50}).Draw(rt, "after"),
+					Error: "e", Output: []byte(rapid.StringN(0, 4, -1).Draw(rt, "output"))}
+				r := rapid.Uint32().Draw(rt, "r")
+				for _, s := range stores {
+					if err := s.Finish(ctx, now, func() uint32 { return r }, []store.Outcome{out}); err != nil {
+						rt.Fatal(err)
+					}
+				}
+			case 5:
+				id := rapid.Uint64Range(1, 20).Draw(rt, "cancel")
+				var want string
+				var wantRunning bool
+				for i, s := range stores {
+					running, err := s.Cancel(ctx, now, id, "c")
+					if i == 0 {
+						want, wantRunning = errClass(err), running
+					} else if errClass(err) != want || running != wantRunning {
+						rt.Fatalf("cancel %d: embedded (%v, %s), postgres (%v, %s)", id, wantRunning, want, running, errClass(err))
+					}
+				}
+			case 6:
+				id := rapid.Uint64Range(1, 20).Draw(rt, "revive")
+				var want string
+				for i, s := range stores {
+					err := s.Revive(ctx, now, id)
+					if i == 0 {
+						want = errClass(err)
+					} else if errClass(err) != want {
+						rt.Fatalf("revive %d: embedded %s, postgres %s", id, want, errClass(err))
+					}
+				}
+			case 7:
+				for _, s := range stores {
+					if err := s.Expire(ctx, now); err != nil {
+						rt.Fatal(err)
+					}
+				}
+			}
+			ed, eok := em.NextDue()
+			pd, pok := pg.NextDue()
+			if eok != pok || ed != pd {
+				// After a claim that held jobs back (per-target limit),
+				// both say "due now", the embedded store with the held
+				// job's due time, this one with now.
+				if !(pok && eok && pd <= now && ed <= now) {
+					rt.Fatalf("NextDue: embedded (%d, %v), postgres (%d, %v)", ed, eok, pd, pok)
+				}
+			}
+		}
+		ej, edesc, et, es := dump(t, em)
+		pj, pdesc, pt, ps := dump(t, pg)
+		if !reflect.DeepEqual(ej, pj) {
+			for i := range min(len(ej), len(pj)) {
+				if !reflect.DeepEqual(ej[i], pj[i]) {
+					rt.Fatalf("job %d differs:\nembedded %+v\npostgres %+v", ej[i].Job.ID, ej[i], pj[i])
+				}
+			}
+			rt.Fatalf("jobs differ: embedded has %d, postgres %d", len(ej), len(pj))
+		}
+		if !reflect.DeepEqual(edesc, pdesc) {
+			rt.Fatalf("newest-first order differs: embedded %v, postgres %v", edesc, pdesc)
+		}
+		if !reflect.DeepEqual(et, pt) {
+			rt.Fatalf("targets differ:\nembedded %+v\npostgres %+v", et, pt)
+		}
+		if es != ps {
+			rt.Fatalf("stats differ: embedded %+v, postgres %+v", es, ps)
+		}
+		for _, j := range ej {
+			got, err := pg.Job(ctx, j.Job.ID)
+			if err != nil || !reflect.DeepEqual(view(got), j) {
+				rt.Fatalf("Job(%d) = %+v, %v; List showed %+v", j.Job.ID, view(got), err, j)
+			}
+		}
+	})
+}
+
+// TestFilters: List's filters and search select the same jobs as the
+// embedded store's.
+func TestFilters(t *testing.T) {
+	pg, _ := openTest(t, Options{})
+	em, err := embedded.Open(t.TempDir(), embedded.Options{State: state.Config{Circuit: testCircuit}, Now: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer em.Close()
+	ctx := context.Background()
+	var jobs []store.NewJob
+	for i := range 30 {
+		jobs = append(jobs, store.NewJob{Due: 1000 + int64(i%3), Spec: state.Spec{
+			Kind: []string{"mail", "sms"}[i%2], Target: []string{"t1", "t2", "t3"}[i%3],
+			Key: []string{"", "order-1" + string(rune('0'+i%10)), "%_x"}[i%3], Policy: retry.DefaultPolicy(),
+		}})
+	}
+	for _, s := range []store.Store{em, pg} {
+		if _, err := s.Enqueue(ctx, 1000, jobs); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, 1000, store.Limits{Max: 4}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Cancel(ctx, 1000, 9, "no"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []store.Filter{
+		{}, {State: "pending"}, {State: "running"}, {State: "cancelled"}, {State: "bogus"},
+		{Kind: "sms"}, {Target: "t2", Oldest: true}, {Search: "1"}, {Search: "order-13"}, {Search: "%_"},
+		{Search: "_"}, {Kind: "mail", Search: "2", Limit: 2}, {After: 10, Limit: 3}, {After: 10, Oldest: true, Limit: 3},
+	} {
+		var want, got []uint64
+		for i, s := range []store.Store{em, pg} {
+			page, next, err := s.List(ctx, f)
+			if err != nil {
+				t.Fatalf("%+v: %v", f, err)
+			}
+			ids := []uint64{next}
+			for _, j := range page {
+				ids = append(ids, j.ID)
+			}
+			if i == 0 {
+				want = ids
+			} else {
+				got = ids
+			}
+		}
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("List(%+v): embedded [next ids...] %v, postgres %v", f, want, got)
+		}
+	}
+}
+
+// TestFencing: an outcome from a node whose attempt was rescued is dropped,
+// and the rescued attempt counts as a failure that another node may retry.
+func TestFencing(t *testing.T) {
+	ctx := context.Background()
+	a, url := openTest(t, Options{Node: "a", Lease: 200 * time.Millisecond, Heartbeat: 100 * time.Millisecond, RescueEvery: time.Hour})
+	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 1500 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
+	if _, err := a.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := a.Claim(ctx, 1000, store.Limits{Max: 1})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	// Node a stops heartbeating (as if paused): forget its attempt.
+	a.mu.Lock()
+	delete(a.inflight, cs[0].ID)
+	a.mu.Unlock()
+	// Before the lease ends nothing is rescued.
+	if n, err := b.Rescue(ctx); err != nil || n != 0 {
+		t.Fatalf("rescue before expiry: %d %v", n, err)
+	}
+	time.Sleep(300 * time.Millisecond) // the lease is on the database clock
+	if n, err := b.Rescue(ctx); err != nil || n != 1 {
+		t.Fatalf("rescue after expiry: %d %v", n, err)
+	}
+	j, _ := b.Job(ctx, cs[0].ID)
+	if j.State != state.Pending || j.Fails != 1 || !strings.Contains(j.LastError, "node a stopped renewing its lease") {
+		t.Fatalf("rescued job: %+v", j)
+	}
+	if br, _ := b.Targets(ctx); len(br) != 1 || len(br[0].Breaker.Fails) != 1 {
+		t.Fatalf("the rescue must count one breaker failure: %+v", br)
+	}
+	// Node b runs it again.
+	cs2, err := b.Claim(ctx, 2000, store.Limits{Max: 1})
+	if err != nil || len(cs2) != 1 || cs2[0].Attempt != 2 {
+		t.Fatalf("claim on b: %v %v", cs2, err)
+	}
+	// Node a's late success is fenced off, and so is a success for b's
+	// attempt reported by a.
+	late := []store.Outcome{{ID: cs[0].ID, Attempt: 1, Class: retry.Success, AfterMS: -1}, {ID: cs[0].ID, Attempt: 2, Class: retry.Success, AfterMS: -1}}
+	if err := a.Finish(ctx, 2100, func() uint32 { return 0 }, late); err != nil {
+		t.Fatalf("a fenced Finish must not fail: %v", err)
+	}
+	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Running || j.Attempts[0].Class != retry.Retryable {
+		t.Fatalf("after a's late outcome: %+v", j)
+	}
+	if err := b.Finish(ctx, 2200, func() uint32 { return 0 }, []store.Outcome{{ID: cs[0].ID, Attempt: 2, Class: retry.Success, AfterMS: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Succeeded || j.FinishedAt != 2200 {
+		t.Fatalf("after b's outcome: %+v", j)
+	}
+}
+
+// TestCloseRequeues: attempts a node started and never finished are
+// requeued by its Close, at once, as failed attempts.
+func TestCloseRequeues(t *testing.T) {
+	ctx := context.Background()
+	a, url := openTest(t, Options{Node: "a", Now: func() int64 { return 5000 }})
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
+	if _, err := a.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}, {Spec: spec, Due: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := a.Claim(ctx, 1000, store.Limits{Max: 2}); err != nil || len(cs) != 2 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Job(ctx, 1); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Job after Close: %v, want ErrClosed", err)
+	}
+	b, err := Open(ctx, url, Options{Circuit: testCircuit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for id := uint64(1); id <= 2; id++ {
+		j, err := b.Job(ctx, id)
+		if err != nil || j.State != state.Pending || j.Fails != 1 || j.Due != 5000 || !strings.Contains(j.LastError, "node a closed") {
+			t.Fatalf("job %d after Close: %+v %v", id, j, err)
+		}
+	}
+}
+
+// TestMigrate: migrations apply once, concurrently, and Open without
+// Migrate refuses a database that lacks them.
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	if _, err := Open(ctx, url, Options{}); !errors.Is(err, ErrSchemaOld) {
+		t.Fatalf("Open on an empty database: %v, want ErrSchemaOld", err)
+	}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			v, err := Migrate(ctx, url)
+			if err == nil && v != SchemaVersion() {
+				err = errors.New("wrong version")
+			}
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Migrate: %v", err)
+		}
+	}
+	s, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatalf("Open after Migrate: %v", err)
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM runlog_schema_migrations").Scan(&n); err != nil || n != SchemaVersion() {
+		t.Fatalf("runlog_schema_migrations rows: %d %v", n, err)
+	}
+	if _, err := s.pool.Exec(ctx, "INSERT INTO runlog_schema_migrations (version, name) VALUES (999, 'future')"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Migrate(ctx, url); !errors.Is(err, ErrSchemaNewer) {
+		t.Fatalf("Migrate on a newer schema: %v, want ErrSchemaNewer", err)
+	}
+	if _, err := Open(ctx, url, Options{}); !errors.Is(err, ErrSchemaNewer) {
+		t.Fatalf("Open on a newer schema: %v, want ErrSchemaNewer", err)
+	}
+}
+
+// TestExpire: finished jobs past retention (by state, and by kind where a
+// kind overrides it) are deleted and their keys released; pending and
+// recent ones stay.
+func TestExpire(t *testing.T) {
+	ctx := context.Background()
+	day := (24 * time.Hour).Milliseconds()
+	s, _ := openTest(t, Options{Retention: &state.Retention{
+		SucceededMS: day, CancelledMS: day, FailedMS: 7 * day,
+		PerKind: []state.KindRetention{{Kind: "audit", SucceededMS: 0, CancelledMS: day, FailedMS: day}},
+	}})
+	spec := func(kind, key string) state.Spec {
+		return state.Spec{Kind: kind, Target: "t", Key: key, Policy: retry.Policy{Attempts: 1, BaseMS: 1, CapMS: 1}}
+	}
+	jobs := []store.NewJob{
+		{Spec: spec("k", "done"), Due: 0}, {Spec: spec("k", "dead"), Due: 0}, {Spec: spec("k", "late"), Due: 0},
+		{Spec: spec("audit", "kept"), Due: 0}, {Spec: spec("k", "wait"), Due: 10 * day},
+	}
+	if _, err := s.Enqueue(ctx, 0, jobs); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Claim(ctx, 0, store.Limits{Max: 4})
+	if err != nil || len(cs) != 4 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	ok := func(id uint64, class retry.Class) store.Outcome {
+		return store.Outcome{ID: id, Attempt: 1, Class: class, AfterMS: -1}
+	}
+	if err := s.Finish(ctx, 0, func() uint32 { return 0 }, []store.Outcome{ok(1, retry.Success), ok(2, retry.Permanent), ok(4, retry.Success)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, 2*day, func() uint32 { return 0 }, []store.Outcome{ok(3, retry.Success)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		now  int64
+		gone []uint64
+	}{
+		{day - 1, nil},
+		{day, []uint64{1}},
+		{7 * day, []uint64{2}},
+		{3*day - 1, nil}, // job 3 finished at day 2 and is kept a day
+		{3 * day, []uint64{3}},
+		{100 * day, nil}, // job 4's kind keeps successes forever; job 5 is pending
+	} {
+		if err := s.Expire(ctx, tc.now); err != nil {
+			t.Fatalf("Expire(%d): %v", tc.now, err)
+		}
+		for _, id := range tc.gone {
+			if _, err := s.Job(ctx, id); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("job %d after Expire(%d): %v", id, tc.now, err)
+			}
+		}
+	}
+	st, err := s.Stats(ctx)
+	if err != nil || st.Counts.Total() != 2 || st.Counts.Succeeded != 1 || st.Counts.Pending != 1 {
+		t.Fatalf("stats after expiry: %+v %v", st, err)
+	}
+	// The keys are free again; the kept jobs' keys are still held.
+	res, err := s.Enqueue(ctx, 100*day, []store.NewJob{{Spec: spec("k", "done"), Due: 0}, {Spec: spec("k", "wait"), Due: 0}, {Spec: spec("k", "kept"), Due: 0}})
+	if err != nil || res[0].Existing || !res[1].Existing || res[1].ID != 5 || !res[2].Existing || res[2].ID != 4 {
+		t.Fatalf("enqueue after retention: %+v %v", res, err)
+	}
+}

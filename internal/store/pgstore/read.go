@@ -1,0 +1,255 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// nextDueTimeout bounds the query behind NextDue, which has no context.
+const nextDueTimeout = 5 * time.Second
+
+// NextDue implements store.Store. It answers from a cache that every change
+// made here, every notification and every poll invalidates; then it asks the
+// database. If the database does not answer, it reports no due job: the
+// next poll wakes the dispatcher to look again.
+func (s *Store) NextDue() (int64, bool) {
+	s.mu.Lock()
+	if s.due.valid || s.closed {
+		at, has := s.due.at, s.due.has && !s.closed
+		s.mu.Unlock()
+		if !has {
+			return 0, false
+		}
+		return at, true
+	}
+	gen := s.due.gen
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, nextDueTimeout)
+	defer cancel()
+	var due *int64
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = 0").Scan(&due); err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("pgstore: reading the next due time failed; looking again at the next poll", "err", err)
+		}
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.due.gen == gen {
+		s.due.valid, s.due.has = true, due != nil
+		if due != nil {
+			s.due.at = *due
+		}
+	}
+	if due == nil {
+		return 0, false
+	}
+	return *due, true
+}
+
+// Job implements store.Store.
+func (s *Store) Job(ctx context.Context, id uint64) (state.Job, error) {
+	if err := s.usable(); err != nil {
+		return state.Job{}, err
+	}
+	r, err := scanRow(s.pool.QueryRow(ctx, "SELECT "+jobCols+" FROM runlog_jobs WHERE id = $1", int64(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return state.Job{}, store.ErrNotFound
+	}
+	if err != nil {
+		return state.Job{}, fmt.Errorf("pgstore: job %d: %w", id, err)
+	}
+	return r.toJob(), nil
+}
+
+// stateCode maps a state name to its code, and false for an unknown name.
+func stateCode(name string) (int16, bool) {
+	for st := state.Pending; st <= state.Cancelled; st++ {
+		if st.String() == name {
+			return int16(st), true
+		}
+	}
+	return 0, false
+}
+
+// List implements store.Store: the same pages as the embedded store.
+func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, error) {
+	if err := s.usable(); err != nil {
+		return nil, 0, err
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	var (
+		conds []string
+		args  []any
+	)
+	arg := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args))))
+	}
+	if f.State != "" {
+		code, ok := stateCode(f.State)
+		if !ok {
+			return nil, 0, nil
+		}
+		arg("state = $?", code)
+	}
+	if f.Kind != "" {
+		arg("kind = $?", f.Kind)
+	}
+	if f.Target != "" {
+		arg("target = $?", f.Target)
+	}
+	if f.Search != "" {
+		arg("(strpos(id::text, $?) > 0 OR strpos(key, $?) > 0)", f.Search)
+	}
+	order := "DESC"
+	if f.Oldest {
+		order = "ASC"
+		if f.After != 0 {
+			arg("id > $?", int64(f.After))
+		}
+	} else if f.After != 0 {
+		arg("id < $?", int64(f.After))
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = " WHERE " + strings.Join(conds, " AND ")
+	}
+	args = append(args, limit+1)
+	rows, err := queryRows(ctx, s.pool, fmt.Sprintf("SELECT %s FROM runlog_jobs%s ORDER BY id %s LIMIT $%d", jobCols, where, order, len(args)), args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("pgstore: list: %w", err)
+	}
+	var next uint64
+	if len(rows) > limit {
+		rows = rows[:limit]
+		next = rows[limit-1].id
+	}
+	out := make([]state.Job, len(rows))
+	for i, r := range rows {
+		out[i] = r.toJob()
+	}
+	return out, next, nil
+}
+
+// Stats implements store.Store: counts by state (one GROUP BY on the state
+// index) and the oldest due time.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	if err := s.usable(); err != nil {
+		return store.Stats{}, err
+	}
+	var st store.Stats
+	rows, err := s.pool.Query(ctx, "SELECT state, count(*) FROM runlog_jobs GROUP BY state")
+	if err != nil {
+		return st, fmt.Errorf("pgstore: stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			code int16
+			n    int
+		)
+		if err := rows.Scan(&code, &n); err != nil {
+			return st, err
+		}
+		switch state.JobState(code) {
+		case state.Pending:
+			st.Counts.Pending = n
+		case state.Running:
+			st.Counts.Running = n
+		case state.Succeeded:
+			st.Counts.Succeeded = n
+		case state.Failed:
+			st.Counts.Failed = n
+		case state.Cancelled:
+			st.Counts.Cancelled = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	var due *int64
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = 0").Scan(&due); err != nil {
+		return st, fmt.Errorf("pgstore: stats: %w", err)
+	}
+	if due != nil {
+		st.OldestDue, st.HasDue = *due, true
+	}
+	return st, nil
+}
+
+// Targets implements store.Store: every target whose breaker is not the
+// zero breaker, in byte order, with its pending and running counts.
+func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT target, state, fails, until, busy FROM runlog_breakers
+		WHERE NOT (state = 0 AND cardinality(fails) = 0 AND until = 0 AND busy = 0)`)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: targets: %w", err)
+	}
+	var out []store.TargetInfo
+	for rows.Next() {
+		var (
+			ti    store.TargetInfo
+			st    int16
+			fails []int64
+			busy  int32
+		)
+		if err := rows.Scan(&ti.Target, &st, &fails, &ti.Breaker.Until, &busy); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if len(fails) > 0 {
+			ti.Breaker.Fails = fails
+		}
+		ti.Breaker.State, ti.Breaker.Busy = retry.BreakerState(st), int(busy)
+		out = append(out, ti)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: targets: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(out, func(a, b store.TargetInfo) int { return strings.Compare(a.Target, b.Target) })
+	names := make([]string, len(out))
+	for i := range out {
+		names[i] = out[i].Target
+	}
+	load, err := s.pool.Query(ctx, `SELECT target, count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 1)
+		FROM runlog_jobs WHERE state IN (0, 1) AND target = ANY($1) GROUP BY target`, names)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: target load: %w", err)
+	}
+	defer load.Close()
+	for load.Next() {
+		var (
+			t                string
+			pending, running int
+		)
+		if err := load.Scan(&t, &pending, &running); err != nil {
+			return nil, err
+		}
+		if i, ok := slices.BinarySearchFunc(out, t, func(ti store.TargetInfo, t string) int { return strings.Compare(ti.Target, t) }); ok {
+			out[i].Pending, out[i].Running = pending, running
+		}
+	}
+	return out, load.Err()
+}
