@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
+	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -41,6 +43,16 @@ type Config struct {
 	// file (each new segment is zero-filled ahead of use, so that a sync
 	// flushes data, not metadata). Defaults to 16 MiB.
 	SegmentSize int64
+	// Retention says how long finished jobs stay inspectable (and hold
+	// their idempotency keys). Defaults to 24h for succeeded and cancelled
+	// jobs and 7 days for failed ones.
+	Retention Retention
+	// SnapshotBytes: once the journal has grown by this many bytes since the
+	// last snapshot, a snapshot of the whole state is written in the
+	// background and the journal segments it covers are dropped, so disk
+	// use and open time follow the jobs held, not all history. One is also
+	// written at Close. Defaults to 64 MiB; < 0 turns snapshots off.
+	SnapshotBytes int64
 	// Clock is the time source; tests inject a fake one. Defaults to the
 	// system clock.
 	Clock Clock
@@ -74,6 +86,49 @@ type BreakerConfig struct {
 	// Probes is how many attempts a half-open circuit lets through at once
 	// (>= 1); the first to end closes or reopens it.
 	Probes int
+}
+
+// Retention is how long finished jobs are kept after they finish. A zero
+// duration takes the default; a negative one keeps those jobs forever.
+type Retention struct {
+	Succeeded, Cancelled, Failed time.Duration
+	// PerKind overrides the durations of some job kinds (its zero fields
+	// take the runner's values).
+	PerKind map[string]Retention
+}
+
+// retentionInterval is how often finished jobs are checked for expiry.
+const retentionInterval = time.Minute
+
+// rules converts the retention to the journaled form, in ms (0: forever).
+func (r Retention) rules() *state.Retention {
+	ms := func(d time.Duration) int64 {
+		if d < 0 {
+			return 0
+		}
+		return max(d.Milliseconds(), 1)
+	}
+	out := &state.Retention{SucceededMS: ms(r.Succeeded), CancelledMS: ms(r.Cancelled), FailedMS: ms(r.Failed)}
+	kinds := make([]string, 0, len(r.PerKind))
+	for k := range r.PerKind {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		o := r.PerKind[k]
+		o.PerKind = nil
+		if o.Succeeded == 0 {
+			o.Succeeded = r.Succeeded
+		}
+		if o.Cancelled == 0 {
+			o.Cancelled = r.Cancelled
+		}
+		if o.Failed == 0 {
+			o.Failed = r.Failed
+		}
+		out.PerKind = append(out.PerKind, state.KindRetention{Kind: k, SucceededMS: ms(o.Succeeded), CancelledMS: ms(o.Cancelled), FailedMS: ms(o.Failed)})
+	}
+	return out
 }
 
 // Observer is told of what the runner does, for metrics. Its methods are
@@ -130,6 +185,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Breaker == (BreakerConfig{}) {
 		c.Breaker = BreakerConfig{Threshold: 5, Window: time.Minute, Cooldown: 30 * time.Second, Probes: 1}
+	}
+	if c.Retention.Succeeded == 0 {
+		c.Retention.Succeeded = 24 * time.Hour
+	}
+	if c.Retention.Cancelled == 0 {
+		c.Retention.Cancelled = 24 * time.Hour
+	}
+	if c.Retention.Failed == 0 {
+		c.Retention.Failed = 7 * 24 * time.Hour
 	}
 	if c.Timeout == 0 {
 		c.Timeout = time.Minute

@@ -80,6 +80,7 @@ type Runner struct {
 	stopOnce sync.Once
 
 	dispatcherDone chan struct{}
+	janitorDone    chan struct{}
 	claims         sync.WaitGroup     // claims in flight
 	outcomes       chan store.Outcome // capacity Concurrency: a send never blocks
 	finishStop     chan struct{}      // closed by Close once no attempt can end anymore
@@ -125,9 +126,12 @@ func Open(dir string, cfg Config) (*Runner, error) {
 		}
 	}
 	st, err := embedded.Open(dir, embedded.Options{
-		Journal: jopts,
-		State:   state.Config{Circuit: cfg.Breaker.circuit()},
-		Now:     cfg.Clock.Now().UnixMilli(),
+		Journal:       jopts,
+		State:         state.Config{Circuit: cfg.Breaker.circuit()},
+		Now:           cfg.Clock.Now().UnixMilli(),
+		SnapshotBytes: cfg.SnapshotBytes,
+		Retention:     cfg.Retention.rules(),
+		Logf:          func(format string, args ...any) { cfg.Logger.Error(fmt.Sprintf(format, args...)) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("runlog: open %s: %w", dir, err)
@@ -144,6 +148,7 @@ func start(st store.Store, cfg Config) *Runner {
 		wake:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		dispatcherDone: make(chan struct{}),
+		janitorDone:    make(chan struct{}),
 		outcomes:       make(chan store.Outcome, cfg.Concurrency),
 		finishStop:     make(chan struct{}),
 		running:        make(map[uint64]*flight),
@@ -158,6 +163,7 @@ func start(st store.Store, cfg Config) *Runner {
 		go r.finisher()
 	}
 	go r.dispatch()
+	go r.janitor()
 	return r
 }
 
@@ -295,6 +301,25 @@ func (r *Runner) claim(now int64, n int) {
 		r.startAttempt(c)
 	}
 	r.signal()
+}
+
+// janitor drops expired finished jobs: once at start, then every
+// retentionInterval, until the runner stops.
+func (r *Runner) janitor() {
+	defer close(r.janitorDone)
+	for {
+		if err := r.st.Expire(r.base, r.nowMS()); err != nil && !errors.Is(err, store.ErrClosed) {
+			r.fail(err)
+			return
+		}
+		timer, stop := r.cfg.Clock.NewTimer(retentionInterval)
+		select {
+		case <-r.stop:
+			stop()
+			return
+		case <-timer:
+		}
+	}
 }
 
 // timeoutFor picks the attempt timeout: the job's, the kind's, the runner's.
@@ -466,6 +491,7 @@ func (r *Runner) Close(ctx context.Context) error {
 
 	r.stopDispatch()
 	<-r.dispatcherDone
+	<-r.janitorDone
 
 	done := make(chan struct{})
 	go func() { r.workers.Wait(); close(done) }()

@@ -491,3 +491,47 @@ func TestCloseWaitsThenRequeues(t *testing.T) {
 	defer cancel2()
 	r2.Close(ctx2)
 }
+
+func TestRetentionDropsExpiredJobs(t *testing.T) {
+	clock := newFakeClock()
+	r := openRunner(t, t.TempDir(), runlog.Config{
+		Clock:     clock,
+		Retention: runlog.Retention{Succeeded: time.Hour, Failed: 3 * time.Hour, PerKind: map[string]runlog.Retention{"audit": {Succeeded: -1}}},
+		Handlers: map[string]runlog.Handler{
+			"k":     runlog.Handle(noop),
+			"bad":   runlog.Handle(func(context.Context, []byte) error { return runlog.Permanent(errors.New("no")) }),
+			"audit": runlog.Handle(noop),
+		},
+	})
+	ctx := context.Background()
+	ok := mustEnqueue(t, r, "k", nil, runlog.Key("once"))
+	bad := mustEnqueue(t, r, "bad", nil)
+	audit := mustEnqueue(t, r, "audit", nil)
+	waitState(t, r, ok, runlog.StateSucceeded)
+	waitState(t, r, bad, runlog.StateFailed)
+	waitState(t, r, audit, runlog.StateSucceeded)
+	gone := func(id uint64) bool { _, err := r.Job(ctx, id); return errors.Is(err, runlog.ErrNotFound) }
+
+	clock.Advance(59 * time.Minute) // the janitor looks every minute
+	time.Sleep(20 * time.Millisecond)
+	if gone(ok) {
+		t.Fatal("a succeeded job was dropped before its retention ran out")
+	}
+	clock.Advance(time.Minute)
+	// Nudge the clock while waiting, in case the janitor had not set its
+	// next timer yet when the clock moved.
+	waitFor(t, "the succeeded job to expire", func() bool { clock.Advance(100 * time.Millisecond); return gone(ok) })
+	if gone(bad) || gone(audit) {
+		t.Fatal("the failed job (3h) or the audit job (kept forever) was dropped at 1h")
+	}
+	// The key is released with its job.
+	again, err := r.EnqueueJob(ctx, runlog.JobRequest{Kind: "k", Key: "once"})
+	if err != nil || again.Existing || again.ID == ok {
+		t.Fatalf("key after expiry: %+v %v", again, err)
+	}
+	clock.Advance(2 * time.Hour)
+	waitFor(t, "the failed job to expire", func() bool { clock.Advance(time.Minute); return gone(bad) })
+	if gone(audit) {
+		t.Fatal("the audit job, kept forever, was dropped")
+	}
+}

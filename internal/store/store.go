@@ -142,6 +142,9 @@ type Store interface {
 	Stats(ctx context.Context) (Stats, error)
 	// Targets returns every known target with its breaker and load.
 	Targets(ctx context.Context) ([]TargetInfo, error)
+	// Expire drops the finished jobs whose retention ran out by now (and
+	// releases their idempotency keys).
+	Expire(ctx context.Context, now int64) error
 	// SetNotify installs the engine's callbacks; called once, before any
 	// other method.
 	SetNotify(n Notify)

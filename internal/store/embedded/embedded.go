@@ -29,8 +29,10 @@ import (
 	"sync"
 
 	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/snapshot"
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/vfs"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -46,41 +48,74 @@ type Options struct {
 	// Now is the time (ms since the Unix epoch) used for the requeue of
 	// attempts interrupted by a crash; required.
 	Now int64
+	// SnapshotBytes: a snapshot is written in the background once the
+	// journal has grown by this many bytes since the last one, and at Close.
+	// 0 means DefaultSnapshotBytes; < 0 turns snapshots off.
+	SnapshotBytes int64
+	// Retention says how long finished jobs are kept; nil keeps them
+	// forever. Expire applies it.
+	Retention *state.Retention
+	// Logf receives background errors (a failed snapshot); may be nil.
+	Logf func(format string, args ...any)
 }
 
 // Store is the embedded store. It implements store.Store.
 type Store struct {
-	mu     sync.Mutex
-	st     *state.State // guarded by mu
-	j      *journal.Journal
-	failed error // guarded by mu: first journal failure, sticky
-	closed bool  // guarded by mu
+	mu        sync.Mutex
+	st        *state.State // guarded by mu
+	j         *journal.Journal
+	ckpt      *checkpointer
+	retention *state.Retention
+	failed    error // guarded by mu: first journal failure, sticky
+	closed    bool  // guarded by mu
 }
 
 var _ store.Store = (*Store)(nil)
 
-// Open opens (or creates) the journal in dir, replays it into a fresh state
-// and requeues every job that was running when the last process stopped,
-// counted as a failed attempt (the seed's rule).
+// Open opens (or creates) the journal in dir, rebuilds the state from the
+// newest intact snapshot plus the journal after it, and requeues every job
+// that was running when the last process stopped, counted as a failed
+// attempt (the seed's rule).
 func Open(dir string, opts Options) (*Store, error) {
+	if opts.Journal.FS == nil {
+		opts.Journal.FS = vfs.OS{}
+	}
+	fsys := opts.Journal.FS
+	ck := &checkpointer{dir: dir, fsys: fsys, cfg: opts.State, logf: opts.Logf}
+	switch {
+	case opts.SnapshotBytes == 0:
+		ck.threshold = DefaultSnapshotBytes
+	case opts.SnapshotBytes > 0:
+		ck.threshold = opts.SnapshotBytes
+	}
+	onSync := opts.Journal.OnSync
+	opts.Journal.OnSync = func(si journal.SyncInfo) {
+		ck.synced(si.Bytes)
+		if onSync != nil {
+			onSync(si)
+		}
+	}
 	j, err := journal.Open(dir, opts.Journal)
 	if err != nil {
 		return nil, err
 	}
-	st := state.New(opts.State)
-	err = j.Replay(1, func(pos journal.Position, rec []byte) error {
-		op, err := state.Decode(rec)
-		if err != nil {
-			return fmt.Errorf("embedded: record %d (segment %d, offset %d) is not a runlog op: %w; run `runlog journal verify %s`", pos.Seq, pos.Segment, pos.Offset, err, dir)
-		}
-		st.Apply(&op)
-		return nil
-	})
+	// A crash may have left a half-written snapshot behind: never read it.
+	if err := snapshot.Clean(fsys, dir, keepSnapshots); err != nil {
+		j.Close()
+		return nil, err
+	}
+	st, last, base, err := loadState(fsys, dir, opts.State, 0, j.Replay)
 	if err != nil {
 		j.Close()
 		return nil, err
 	}
-	s := &Store{st: st, j: j}
+	if last < j.LastSeq() || base.Seq > j.LastSeq() {
+		j.Close()
+		return nil, fmt.Errorf("embedded: %s: snapshot %d does not fit the journal, which ends at record %d; run `runlog journal verify %s`", dir, base.Seq, j.LastSeq(), dir)
+	}
+	s := &Store{st: st, j: j, ckpt: ck, retention: opts.Retention}
+	ck.s = s
+	ck.lastSeq = base.Seq
 	var orphans []state.Op
 	for _, id := range st.Running() {
 		orphans = append(orphans, st.Orphan(id, opts.Now))
@@ -444,7 +479,29 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 // never calls n.
 func (s *Store) SetNotify(n store.Notify) {}
 
-// Close implements store.Store. It is idempotent.
+// Expire implements store.Store: it journals an OpExpire with the store's
+// retention, dropping the finished jobs whose retention ran out by now.
+func (s *Store) Expire(ctx context.Context, now int64) error {
+	if s.retention == nil {
+		return nil
+	}
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	c := s.st.Counts()
+	if c.Succeeded+c.Failed+c.Cancelled == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	wait := s.submitLocked([]state.Op{{Kind: state.OpExpire, At: now, Retention: s.retention}})
+	s.mu.Unlock()
+	return wait()
+}
+
+// Close implements store.Store. It is idempotent. After a clean run it
+// writes a snapshot first, so that the next Open replays little.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -452,10 +509,19 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	failed := s.failed
 	s.mu.Unlock()
+	s.ckpt.wait()
+	var ckErr error
+	if failed == nil && s.ckpt.threshold > 0 {
+		_, ckErr = s.ckpt.checkpoint()
+	}
 	err := s.j.Close()
 	if errors.Is(err, journal.ErrClosed) {
 		err = nil
+	}
+	if err == nil && ckErr != nil {
+		err = fmt.Errorf("embedded: closed, but the final snapshot failed (the journal keeps every record): %w", ckErr)
 	}
 	return err
 }

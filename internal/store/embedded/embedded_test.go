@@ -20,9 +20,10 @@ var testCircuit = retry.Circuit{Threshold: 3, WindowMS: 1000, CooldownMS: 500, P
 func openStore(t testing.TB, dir string, now int64) *Store {
 	t.Helper()
 	s, err := Open(dir, Options{
-		Journal: journal.Options{SegmentSize: 4 << 10},
-		State:   state.Config{Circuit: testCircuit},
-		Now:     now,
+		Journal:       journal.Options{SegmentSize: 4 << 10, NoPreallocate: true},
+		SnapshotBytes: 3 << 10, // snapshots and segment drops happen during the tests
+		State:         state.Config{Circuit: testCircuit},
+		Now:           now,
 	})
 	if err != nil {
 		t.Fatalf("Open: %v", err)

@@ -1,0 +1,244 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/snapshot"
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/vfs"
+)
+
+// keepSnapshots is how many snapshots stay on disk. The journal is kept from
+// the oldest of them on, so that a damaged newest snapshot can be replaced
+// by the older one plus the journal after it.
+const keepSnapshots = 2
+
+// DefaultSnapshotBytes is how many journal bytes since the last snapshot
+// trigger the next one.
+const DefaultSnapshotBytes = 64 << 20
+
+// errStop ends a replay early.
+var errStop = errors.New("stop")
+
+// loadState rebuilds the state as of journal record upTo (0: the last one):
+// the newest intact snapshot at or below upTo, then the journal records
+// after it. replay reads the journal (from a sequence number); it is
+// Journal.Replay for an open journal or a Scan for a closed one. It returns
+// the state, the sequence number of the last record applied, and the
+// snapshot it started from.
+func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
+	replay func(from uint64, fn func(journal.Position, []byte) error) error) (*state.State, uint64, snapshot.Info, error) {
+	infos, err := snapshot.List(fsys, dir)
+	if err != nil {
+		return nil, 0, snapshot.Info{}, err
+	}
+	st := state.New(cfg)
+	var (
+		base    snapshot.Info
+		damaged []error
+	)
+	for _, in := range infos {
+		if upTo != 0 && in.Seq > upTo {
+			continue
+		}
+		seq, body, err := snapshot.Read(fsys, in.Path)
+		if err == nil && seq != in.Seq {
+			err = fmt.Errorf("%w: %s covers record %d, its name says %d", snapshot.ErrCorrupt, in.Path, seq, in.Seq)
+		}
+		if err == nil {
+			st, err = state.FromSnapshot(cfg, body)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", in.Path, err)
+			}
+		}
+		if err != nil {
+			damaged = append(damaged, err)
+			st = state.New(cfg)
+			continue
+		}
+		base = in
+		break
+	}
+	last := base.Seq
+	err = replay(base.Seq+1, func(pos journal.Position, rec []byte) error {
+		if upTo != 0 && pos.Seq > upTo {
+			return errStop
+		}
+		op, err := state.Decode(rec)
+		if err != nil {
+			return fmt.Errorf("embedded: record %d (segment %d, offset %d) is not a runlog op: %w; run `runlog journal verify %s`", pos.Seq, pos.Segment, pos.Offset, err, dir)
+		}
+		st.Apply(&op)
+		last = pos.Seq
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	if errors.Is(err, journal.ErrDropped) {
+		why := "no snapshot covers them"
+		if len(damaged) > 0 {
+			why = fmt.Sprintf("the snapshots that covered them are damaged (%v)", errors.Join(damaged...))
+		}
+		return nil, 0, base, fmt.Errorf("embedded: %s: the journal no longer holds the records after %d and %s; restore the directory from a backup: %w", dir, base.Seq, why, err)
+	}
+	if err != nil {
+		return nil, 0, base, err
+	}
+	if upTo != 0 && last < upTo {
+		return nil, 0, base, fmt.Errorf("embedded: %s holds records up to %d only, not %d", dir, last, upTo)
+	}
+	return st, last, base, nil
+}
+
+// checkpointer writes snapshots in the background and drops the journal
+// segments they make unneeded. It never takes the store's lock: it rebuilds
+// the state from the previous snapshot and the durable journal into a
+// private copy, so the live state and the dispatch that works on it are
+// never paused for a snapshot (the price is a second copy of the state in
+// memory while one is written).
+type checkpointer struct {
+	s         *Store
+	dir       string
+	fsys      vfs.FS
+	cfg       state.Config
+	threshold int64
+	logf      func(format string, args ...any)
+
+	mu      sync.Mutex
+	pending int64  // guarded by mu: journal bytes since the last snapshot
+	lastSeq uint64 // guarded by mu: the record the newest snapshot covers
+	running bool   // guarded by mu: a background checkpoint is in progress
+	err     error  // guarded by mu: the last checkpoint's error
+
+	wg   sync.WaitGroup
+	work sync.Mutex // one checkpoint at a time
+}
+
+// synced counts bytes made durable and starts a checkpoint past the
+// threshold. It runs on the journal's commit goroutine, so it only starts
+// one.
+func (c *checkpointer) synced(bytes int) {
+	c.mu.Lock()
+	c.pending += int64(bytes)
+	start := c.threshold > 0 && c.pending >= c.threshold && !c.running
+	if start {
+		c.running = true
+		c.wg.Add(1)
+	}
+	c.mu.Unlock()
+	if start {
+		go func() {
+			defer c.wg.Done()
+			_, err := c.checkpoint()
+			c.mu.Lock()
+			c.running = false
+			c.mu.Unlock()
+			if err != nil && c.logf != nil {
+				c.logf("runlog: background snapshot failed (the journal keeps every record; next try after more writes): %v", err)
+			}
+		}()
+	}
+}
+
+// Stats of one checkpoint.
+type CheckpointStats struct {
+	Seq      uint64        // the last record it covers (0: nothing new, none written)
+	Bytes    int           // size of the snapshot body
+	Jobs     int           // jobs in it
+	Duration time.Duration // rebuild + write + drop
+}
+
+// checkpoint writes a snapshot of the durable state and drops what it
+// makes unneeded. Calls are serialized.
+func (c *checkpointer) checkpoint() (CheckpointStats, error) {
+	c.work.Lock()
+	defer c.work.Unlock()
+	began := time.Now()
+	seq := c.s.j.LastSeq()
+	c.mu.Lock()
+	if seq == c.lastSeq {
+		c.pending = 0
+		c.mu.Unlock()
+		return CheckpointStats{}, nil
+	}
+	c.mu.Unlock()
+	st, last, _, err := loadState(c.fsys, c.dir, c.cfg, seq, c.s.j.Replay)
+	if err != nil {
+		return CheckpointStats{}, c.fail(err)
+	}
+	body := st.AppendSnapshot(nil)
+	if _, err := snapshot.Write(c.fsys, c.dir, last, body); err != nil {
+		return CheckpointStats{}, c.fail(err)
+	}
+	c.mu.Lock()
+	c.lastSeq, c.pending, c.err = last, 0, nil
+	c.mu.Unlock()
+	if err := snapshot.Clean(c.fsys, c.dir, keepSnapshots); err != nil {
+		return CheckpointStats{}, c.fail(err)
+	}
+	infos, err := snapshot.List(c.fsys, c.dir)
+	if err != nil {
+		return CheckpointStats{}, c.fail(err)
+	}
+	if len(infos) >= keepSnapshots {
+		// Keep every record after the oldest kept snapshot: it is the
+		// fallback if the newest one is ever damaged.
+		if _, err := c.s.j.Rotate(); err != nil {
+			return CheckpointStats{}, c.fail(err)
+		}
+		if err := c.s.j.DropBefore(infos[len(infos)-1].Seq + 1); err != nil {
+			return CheckpointStats{}, c.fail(err)
+		}
+	}
+	return CheckpointStats{Seq: last, Bytes: len(body), Jobs: st.Len(), Duration: time.Since(began)}, nil
+}
+
+// fail records a checkpoint error and returns it.
+func (c *checkpointer) fail(err error) error {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+	return err
+}
+
+// wait waits for a background checkpoint to end.
+func (c *checkpointer) wait() { c.wg.Wait() }
+
+// Checkpoint writes a snapshot of the durable state now (waiting for one in
+// progress) and drops the journal segments it makes unneeded.
+func (s *Store) Checkpoint() (CheckpointStats, error) {
+	return s.ckpt.checkpoint()
+}
+
+// StateAt rebuilds, read-only and without taking the lock, the state of the
+// journal in dir as it was right after record seq (time travel): the newest
+// intact snapshot at or below seq, then the journal up to seq. seq 0 means
+// the last record.
+func StateAt(fsys vfs.FS, dir string, cfg state.Config, jopts journal.Options, seq uint64) (*state.State, uint64, error) {
+	if fsys == nil {
+		fsys = vfs.OS{}
+	}
+	jopts.FS = fsys
+	replay := func(from uint64, fn func(journal.Position, []byte) error) error {
+		first := true
+		return journal.Scan(fsys, dir, jopts, func(pos journal.Position, rec []byte) error {
+			if first {
+				first = false
+				if pos.Seq > from {
+					return fmt.Errorf("%w: the journal starts at record %d, after %d", journal.ErrDropped, pos.Seq, from)
+				}
+			}
+			if pos.Seq < from {
+				return nil
+			}
+			return fn(pos, rec)
+		})
+	}
+	st, last, _, err := loadState(fsys, dir, cfg, seq, replay)
+	return st, last, err
+}

@@ -1,0 +1,241 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/snapshot"
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/vfs"
+	"github.com/runlog/runlog/retry"
+)
+
+const memDir = "/data"
+
+// openMem opens a store on fsys with tiny segments and no automatic
+// snapshots (the tests call Checkpoint).
+func openMem(t testing.TB, fsys vfs.FS, now int64) (*Store, error) {
+	t.Helper()
+	return Open(memDir, Options{
+		Journal:       journal.Options{FS: fsys, SegmentSize: 2 << 10, NoPreallocate: true},
+		State:         state.Config{Circuit: testCircuit},
+		Now:           now,
+		SnapshotBytes: -1,
+	})
+}
+
+// workload enqueues, runs and finishes jobs, and returns how many were
+// enqueued; every call that returned nil is acknowledged.
+func workload(t testing.TB, s *Store, rng *rand.Rand, now int64, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		jobs := []store.NewJob{{Due: now, Spec: state.Spec{Kind: "k", Target: fmt.Sprint("t", i%3), Payload: []byte("payload-payload-payload"), Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}}}
+		if _, err := s.Enqueue(ctx, now, jobs); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := s.Claim(ctx, now, store.Limits{Max: rng.IntN(3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs []store.Outcome
+		for _, c := range cs {
+			outs = append(outs, store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: retry.Class(1 + rng.IntN(3)), AfterMS: -1, Error: "e"})
+		}
+		if err := s.Finish(ctx, now, rng.Uint32, outs); err != nil {
+			t.Fatal(err)
+		}
+		now++
+	}
+}
+
+// mustDump lists every job of s (see dump).
+func mustDump(t testing.TB, s *Store) []jobView {
+	jobs, _ := dump(t, s)
+	return jobs
+}
+
+func TestCheckpointDropsSegmentsAndReopens(t *testing.T) {
+	fsys := vfs.NewMem()
+	s, err := openMem(t, fsys, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 3 {
+		workload(t, s, rng, 1000, 60)
+		st, err := s.Checkpoint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Seq == 0 || st.Jobs == 0 {
+			t.Fatalf("checkpoint wrote nothing: %+v", st)
+		}
+	}
+	live := mustDump(t, s)
+	segs := s.j.Segments()
+	infos, _ := snapshot.List(fsys, memDir)
+	if len(infos) != keepSnapshots {
+		t.Fatalf("%d snapshots kept, want %d", len(infos), keepSnapshots)
+	}
+	if segs[0].FirstSeq > infos[len(infos)-1].Seq+1 {
+		t.Fatalf("journal starts at %d but the older snapshot covers only up to %d", segs[0].FirstSeq, infos[1].Seq)
+	}
+	if segs[0].FirstSeq == 1 {
+		t.Fatalf("no segment was dropped: %+v", segs)
+	}
+	s.Close()
+	s2, err := openMem(t, fsys, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := mustDump(t, s2); !reflect.DeepEqual(live, got) {
+		t.Fatalf("state after snapshot+tail differs from live")
+	}
+}
+
+// TestCorruptSnapshotFallsBack: a damaged newest snapshot is detected by its
+// checksum and the older one plus the journal gives the same state; with
+// every snapshot damaged and the journal dropped, Open refuses clearly.
+func TestCorruptSnapshotFallsBack(t *testing.T) {
+	fsys := vfs.NewMem()
+	s, err := openMem(t, fsys, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 3 {
+		workload(t, s, rng, 1000, 50)
+		if _, err := s.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	workload(t, s, rng, 1000, 10) // a tail after the newest snapshot
+	live := mustDump(t, s)
+	s.j.Close() // a crash: no final snapshot
+	infos, _ := snapshot.List(fsys, memDir)
+
+	for _, damage := range []string{"flip", "truncate"} {
+		t.Run(damage, func(t *testing.T) {
+			clone := fsys.CrashClone(nil)
+			b, _ := clone.ReadFile(infos[0].Path)
+			if damage == "flip" {
+				b[len(b)/2] ^= 0x10
+			} else {
+				b = b[:len(b)-3]
+			}
+			clone.WriteFile(infos[0].Path, b)
+			s2, err := openMem(t, clone, 1000)
+			if err != nil {
+				t.Fatalf("open with a damaged newest snapshot: %v", err)
+			}
+			defer s2.Close()
+			if got := mustDump(t, s2); !reflect.DeepEqual(live, got) {
+				t.Fatal("fallback state differs from live")
+			}
+		})
+	}
+	t.Run("all damaged", func(t *testing.T) {
+		clone := fsys.CrashClone(nil)
+		for _, in := range infos {
+			b, _ := clone.ReadFile(in.Path)
+			b[20] ^= 1
+			clone.WriteFile(in.Path, b)
+		}
+		_, err := openMem(t, clone, 1000)
+		if err == nil || !errors.Is(err, journal.ErrDropped) || !strings.Contains(err.Error(), "damaged") {
+			t.Fatalf("open with every snapshot damaged: %v", err)
+		}
+	})
+}
+
+// TestCrashAtEveryStepOfCheckpoint fails, then crashes, at every filesystem
+// operation of a checkpoint (snapshot write, sync, rename, directory sync,
+// clean, rotate, segment removal): reopening always gives the acknowledged
+// state, and no temporary file is ever loaded.
+func TestCrashAtEveryStepOfCheckpoint(t *testing.T) {
+	for n := int64(1); ; n++ {
+		fsys := vfs.NewMem()
+		s, err := openMem(t, fsys, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		workload(t, s, rng, 1000, 40)
+		if _, err := s.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		workload(t, s, rng, 1000, 40)
+		live := mustDump(t, s) // everything above was acknowledged
+		fsys.SetInjector(vfs.FailNth(n))
+		_, ckErr := s.Checkpoint()
+		injected := fsys.Injected() > 0
+		for i, rng := range []*rand.Rand{nil, rand.New(rand.NewPCG(uint64(n), 7))} {
+			clone := fsys.CrashClone(rng)
+			s2, err := openMem(t, clone, 1000)
+			if err != nil {
+				t.Fatalf("op %d crash %d: reopen: %v (checkpoint error: %v)", n, i, err, ckErr)
+			}
+			if got := mustDump(t, s2); !reflect.DeepEqual(live, got) {
+				t.Fatalf("op %d crash %d: reopened state differs from the acknowledged one", n, i)
+			}
+			names, _ := clone.List(memDir)
+			for _, name := range names {
+				if strings.HasSuffix(name, ".tmp") {
+					t.Fatalf("op %d: a temporary file survived reopening: %s", n, filepath.Join(memDir, name))
+				}
+			}
+			s2.Close()
+		}
+		fsys.SetInjector(nil)
+		if !injected {
+			if ckErr != nil {
+				t.Fatalf("no fault injected, yet the checkpoint failed: %v", ckErr)
+			}
+			t.Logf("a checkpoint takes %d filesystem operations; a crash at each was survived", n-1)
+			return
+		}
+	}
+}
+
+// TestStateAtTimeTravel rebuilds past states from snapshot + journal.
+func TestStateAtTimeTravel(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, 1000)
+	ctx := context.Background()
+	var seqs []uint64
+	for i := range 5 {
+		jobs := []store.NewJob{{Due: 1000, Spec: state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 1, BaseMS: 1, CapMS: 1}}}}
+		if _, err := s.Enqueue(ctx, 1000, jobs); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, s.j.LastSeq())
+		if i == 2 {
+			if _, err := s.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.Close()
+	for i, seq := range seqs {
+		st, last, err := StateAt(nil, dir, state.Config{Circuit: testCircuit}, journal.Options{}, seq)
+		if err != nil {
+			t.Fatalf("at %d: %v", seq, err)
+		}
+		if last != seq || st.Len() != i+1 {
+			t.Fatalf("at %d: last %d, %d jobs, want %d", seq, last, st.Len(), i+1)
+		}
+	}
+	if _, _, err := StateAt(nil, dir, state.Config{Circuit: testCircuit}, journal.Options{}, seqs[4]+100); err == nil {
+		t.Fatal("a position past the end was accepted")
+	}
+}
