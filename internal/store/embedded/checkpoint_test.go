@@ -239,3 +239,51 @@ func TestStateAtTimeTravel(t *testing.T) {
 		t.Fatal("a position past the end was accepted")
 	}
 }
+
+// TestFailedSyncStopsWrites: after a failed fdatasync the store refuses every
+// change (and every read of its possibly ahead-of-disk state) until it is
+// reopened, and reopening gives back exactly the acknowledged jobs.
+func TestFailedSyncStopsWrites(t *testing.T) {
+	fsys := vfs.NewMem()
+	s, err := openMem(t, fsys, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 1, BaseMS: 1, CapMS: 1}}
+	acked, err := s.Enqueue(ctx, 1000, []store.NewJob{{Due: 5000, Spec: spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys.SetInjector(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync {
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	if _, err := s.Enqueue(ctx, 1000, []store.NewJob{{Due: 5000, Spec: spec}}); err == nil {
+		t.Fatal("an enqueue whose sync failed was acknowledged")
+	}
+	fsys.SetInjector(nil) // the disk "recovers": the store must not
+	if _, err := s.Enqueue(ctx, 1000, []store.NewJob{{Due: 5000, Spec: spec}}); err == nil || !strings.Contains(err.Error(), "reopen") {
+		t.Fatalf("enqueue after a failed sync: %v", err)
+	}
+	if _, err := s.Claim(ctx, 9000, store.Limits{Max: 1}); err == nil {
+		t.Fatal("claim after a failed sync succeeded")
+	}
+	if _, err := s.Job(ctx, acked[0].ID); err == nil {
+		t.Fatal("the possibly ahead-of-disk state was still readable")
+	}
+	s.Close()
+	s2, err := openMem(t, fsys.CrashClone(nil), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, err := s2.Job(ctx, acked[0].ID); err != nil {
+		t.Fatalf("acknowledged job lost: %v", err)
+	}
+	if c, _ := s2.Stats(ctx); c.Counts.Pending != 1 {
+		t.Fatalf("after reopen %d jobs are pending, want exactly the acknowledged one", c.Counts.Pending)
+	}
+}
