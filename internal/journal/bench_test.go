@@ -63,8 +63,8 @@ func rawFdatasync(b *testing.B, prealloc bool) {
 	reportRate(b, b.N)
 }
 
-func openBench(b *testing.B) *Journal {
-	j, err := Open(benchDir(b), Options{})
+func openBench(b *testing.B, opts Options) *Journal {
+	j, err := Open(benchDir(b), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func openBench(b *testing.B) *Journal {
 
 // BenchmarkAppendSingle is one appender: one record per fdatasync.
 func BenchmarkAppendSingle(b *testing.B) {
-	j := openBench(b)
+	j := openBench(b, Options{})
 	rec := make([]byte, 64)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -88,10 +88,9 @@ func BenchmarkAppendSingle(b *testing.B) {
 // BenchmarkAppendConcurrent64 is 64 goroutines appending 64-byte records:
 // group commit shares each fdatasync among them.
 func BenchmarkAppendConcurrent64(b *testing.B) {
-	j := openBench(b)
-	syncs := 0
+	syncs := 0 // written by the commit goroutine, read after Close
 	var syncTime time.Duration
-	j.opts.OnSync = func(s SyncInfo) { syncs++; syncTime += s.Duration }
+	j := openBench(b, Options{OnSync: func(s SyncInfo) { syncs++; syncTime += s.Duration }})
 	const workers = 64
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -112,6 +111,7 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	j.Close()
 	reportRate(b, per*workers)
 	b.ReportMetric(float64(per*workers)/float64(max(syncs, 1)), "records/sync")
 	b.ReportMetric(float64(syncTime.Microseconds())/float64(max(syncs, 1)), "µs-write+sync/sync")
@@ -119,7 +119,7 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 
 // BenchmarkAppendBatch1000 appends 1,000 64-byte records per call.
 func BenchmarkAppendBatch1000(b *testing.B) {
-	j := openBench(b)
+	j := openBench(b, Options{})
 	recs := make([][]byte, 1000)
 	for i := range recs {
 		recs[i] = make([]byte, 64)

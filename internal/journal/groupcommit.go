@@ -173,7 +173,7 @@ func (j *Journal) fail(cause error) {
 	if j.loopErr != nil {
 		return
 	}
-	j.loopErr = fmt.Errorf("%w: a write or sync of the active segment failed, so nothing after its last durable record (sequence number %d) can be trusted; appends are refused: close the journal and open it again: %w",
+	j.loopErr = fmt.Errorf("%w: a write or sync failed, so nothing after the last durable record (sequence number %d) can be trusted; appends are refused: close the journal and open it again: %w",
 		ErrFailed, j.nextSeq-1, cause)
 	j.mu.Lock()
 	j.failErr = j.loopErr
