@@ -520,3 +520,25 @@ func (r *Runner) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// compactor is a store that can checkpoint its state (the embedded journal).
+type compactor interface {
+	Checkpoint() (embedded.CheckpointStats, error)
+}
+
+// Compact writes a snapshot of the durable state now and drops the journal
+// segments it makes unneeded (the runner also does this by itself, in the
+// background, every Config.SnapshotBytes of journal, and at Close). Dispatch
+// goes on meanwhile: the snapshot is rebuilt from the journal, not copied
+// from the live state. On a store with nothing to compact it does nothing.
+func (r *Runner) Compact(ctx context.Context) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	c, ok := r.st.(compactor)
+	if !ok {
+		return nil
+	}
+	_, err := c.Checkpoint()
+	return err
+}
