@@ -152,6 +152,8 @@ type scanResult struct {
 	// frames: a torn write. Bytes after end that are all zero are the
 	// unused, preallocated part of the segment, not a torn write.
 	tornReason string
+	// dataEnd is, for a torn tail, the offset after its last non-zero byte.
+	dataEnd int64
 }
 
 // scanSegment reads the segment in r, size bytes long, and calls fn (if not
@@ -189,7 +191,7 @@ func scanSegment(r io.ReaderAt, size int64, maxRec int, fn func(seq uint64, off 
 			if err != nil || last < 0 {
 				return res, err // only zeros follow: the unused, preallocated end
 			}
-			res.tornReason = reason
+			res.tornReason, res.dataEnd = reason, last+1
 			return res, w.confirmTorn(off, last, maxRec, reason)
 		}
 		if fn != nil {

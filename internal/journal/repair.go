@@ -21,6 +21,8 @@ type TornTail struct {
 	Bytes int64
 	// Reason says what is wrong with the bytes at Offset.
 	Reason string
+
+	saveEnd int64 // the cut bytes up to here (trailing zeros dropped) go to .broken
 }
 
 // recovery is the result of checking a journal directory.
@@ -110,7 +112,7 @@ func checkSegment(fsys vfs.FS, path string, idx, want uint64, maxRec int, fn fun
 	}
 	if res.shortHeader {
 		seg.firstSeq, seg.size = want, HeaderSize
-		return seg, &TornTail{File: path, Offset: 0, Bytes: size, Reason: res.tornReason}, nil
+		return seg, &TornTail{File: path, Offset: 0, Bytes: size, Reason: res.tornReason, saveEnd: size}, nil
 	}
 	if res.hdr.index != idx {
 		return seg, nil, &CorruptError{File: path, Offset: 16, Reason: fmt.Sprintf("header names segment %d; the file name says %d", res.hdr.index, idx)}
@@ -120,12 +122,13 @@ func checkSegment(fsys vfs.FS, path string, idx, want uint64, maxRec int, fn fun
 	}
 	seg.firstSeq, seg.records, seg.size = res.hdr.firstSeq, res.records, res.end
 	if res.tornReason != "" {
-		return seg, &TornTail{File: path, Offset: res.end, Bytes: size - res.end, Reason: res.tornReason}, nil
+		return seg, &TornTail{File: path, Offset: res.end, Bytes: size - res.end, Reason: res.tornReason, saveEnd: res.dataEnd}, nil
 	}
 	return seg, nil, nil
 }
 
-// cutTail saves the torn bytes of seg to a .broken file and truncates the
+// cutTail saves the torn bytes of seg (without trailing zeros, which a
+// preallocated segment has plenty of) to a .broken file and truncates the
 // segment to its valid prefix (rebuilding a torn header).
 func cutTail(fsys vfs.FS, dir string, seg segment, torn *TornTail) error {
 	f, err := fsys.OpenReadWrite(seg.path)
@@ -133,10 +136,10 @@ func cutTail(fsys vfs.FS, dir string, seg segment, torn *TornTail) error {
 		return fmt.Errorf("journal: repair torn tail of %s: %w", seg.path, err)
 	}
 	defer f.Close()
-	if torn.Bytes > 0 {
-		cut := make([]byte, torn.Bytes)
+	if n := torn.saveEnd - torn.Offset; n > 0 {
+		cut := make([]byte, n)
 		if _, err := f.ReadAt(cut, torn.Offset); err != nil {
-			return fmt.Errorf("journal: repair torn tail of %s: read the %d torn bytes at offset %d: %w", seg.path, torn.Bytes, torn.Offset, err)
+			return fmt.Errorf("journal: repair torn tail of %s: read the %d torn bytes at offset %d: %w", seg.path, n, torn.Offset, err)
 		}
 		if err := saveBroken(fsys, dir, seg.path, cut); err != nil {
 			return err
