@@ -64,8 +64,9 @@
 // with a *CorruptError (errors.Is ErrCorrupt) naming the file and the
 // offset. Otherwise the bad bytes and everything after them belong to a
 // group commit whose fdatasync never returned: a torn write. In the newest
-// segment Open then copies the cut bytes to <segment>.broken, truncates the
-// segment at the bad frame and carries on; in any older segment a bad frame
+// segment Open then copies the cut bytes to <segment>.broken, cuts them off
+// (truncating, or zeroing them when preallocated zeros follow) and carries
+// on; in any older segment a bad frame
 // is corruption. Sequence numbers must continue from one segment to the
 // next and no segment may be missing in between. A record is never skipped.
 //

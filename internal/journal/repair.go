@@ -145,15 +145,21 @@ func cutTail(fsys vfs.FS, dir string, seg segment, torn *TornTail) error {
 			return err
 		}
 	}
-	err = f.Truncate(torn.Offset)
-	if err == nil && torn.Offset < HeaderSize {
-		_, err = f.WriteAt(appendHeader(nil, seg.index, seg.firstSeq), 0)
+	if size := torn.Offset + torn.Bytes; torn.saveEnd < size && torn.Offset >= HeaderSize {
+		// Preallocated zeros follow the torn bytes: zero those instead of
+		// truncating, so the segment stays preallocated.
+		err = writeZeros(f, torn.Offset, torn.saveEnd)
+	} else {
+		err = f.Truncate(torn.Offset)
+		if err == nil && torn.Offset < HeaderSize {
+			_, err = f.WriteAt(appendHeader(nil, seg.index, seg.firstSeq), 0)
+		}
 	}
 	if err == nil {
 		err = f.Sync()
 	}
 	if err != nil {
-		return fmt.Errorf("journal: repair torn tail of %s: truncate to %d bytes: %w", seg.path, torn.Offset, err)
+		return fmt.Errorf("journal: repair torn tail of %s: cut at offset %d: %w", seg.path, torn.Offset, err)
 	}
 	return nil
 }

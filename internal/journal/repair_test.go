@@ -333,3 +333,24 @@ func TestOpenSyncsWhatItReads(t *testing.T) {
 		mustClose(t, j)
 	}
 }
+
+// TestRepairKeepsPreallocation: torn bytes followed by preallocated zeros
+// are zeroed, not truncated, so the segment keeps its preallocated size.
+func TestRepairKeepsPreallocation(t *testing.T) {
+	f := newFixture(t, 5, 4096, false)
+	_, data := f.lastSeg(t)
+	end := f.frameEnd(4)
+	torn := bytes.Clone(data)
+	copy(torn[end:], "half of a group commit")
+	m := f.clone()
+	m.WriteFile(segPath(f.dir, 1), torn)
+	f.reopenAndAppend(t, m, 5)
+	after, _ := m.ReadFile(segPath(f.dir, 1))
+	if len(after) != len(data) {
+		t.Fatalf("repaired segment is %d bytes; want the preallocated %d", len(after), len(data))
+	}
+	broken, _ := m.ReadFile(segPath(f.dir, 1) + ".broken")
+	if string(broken) != "half of a group commit" {
+		t.Fatalf(".broken holds %q", broken)
+	}
+}

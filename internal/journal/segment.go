@@ -90,9 +90,7 @@ func prepareSegment(fsys vfs.FS, dir string, index uint64, size int64) (vfs.File
 	if err != nil {
 		return nil, fmt.Errorf("journal: create segment %s: %w", tmp, err)
 	}
-	for off := int64(0); off < size && err == nil; off += int64(len(zeros)) {
-		_, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
-	}
+	err = writeZeros(f, 0, size)
 	if err == nil && size > 0 {
 		err = f.Sync()
 	}
@@ -101,6 +99,16 @@ func prepareSegment(fsys vfs.FS, dir string, index uint64, size int64) (vfs.File
 		return nil, fmt.Errorf("journal: preallocate segment %s: %w", tmp, err)
 	}
 	return f, nil
+}
+
+// writeZeros writes zeros over bytes [from, to) of f.
+func writeZeros(f vfs.File, from, to int64) error {
+	for off := from; off < to; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), to-off)], off); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // publishSegment turns the prepared file f of segment index into the
