@@ -4,11 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/pgtest"
 )
 
 // fakeClock is a Clock that moves only when the test advances it.
@@ -67,7 +69,18 @@ func (c *fakeClock) Advance(d time.Duration) {
 // quietLogger drops logs.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// openRunner opens a runner on a temp dir and closes it at the end of the test.
+// envTestStore selects the store openRunner opens: "postgres" runs the
+// engine's tests on a fresh PostgreSQL database each (see internal/pgtest);
+// anything else, the embedded journal in dir.
+const envTestStore = "RUNLOG_TEST_STORE"
+
+// embeddedOnly names the tests that are about the embedded journal itself
+// (its directory lock, its replay after a crash): openRunner opens the
+// journal for them under either store.
+var embeddedOnly = map[string]bool{"TestSecondOpenRefused": true, "TestCrashRecovery": true}
+
+// openRunner opens a runner on a temp dir (or, with RUNLOG_TEST_STORE=postgres,
+// on a fresh PostgreSQL database) and closes it at the end of the test.
 func openRunner(t testing.TB, dir string, cfg runlog.Config) *runlog.Runner {
 	t.Helper()
 	if cfg.Logger == nil {
@@ -76,7 +89,15 @@ func openRunner(t testing.TB, dir string, cfg runlog.Config) *runlog.Runner {
 	if cfg.SegmentSize == 0 {
 		cfg.SegmentSize = 1 << 20 // small segments: quick to preallocate, and rollovers get exercised
 	}
-	r, err := runlog.Open(dir, cfg)
+	var (
+		r   *runlog.Runner
+		err error
+	)
+	if os.Getenv(envTestStore) == "postgres" && !embeddedOnly[t.Name()] {
+		r, err = runlog.OpenPostgres(context.Background(), pgtest.URL(t), cfg)
+	} else {
+		r, err = runlog.Open(dir, cfg)
+	}
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

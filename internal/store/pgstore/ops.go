@@ -501,11 +501,11 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 	return res, nil
 }
 
-// Finish implements store.Store. An outcome is recorded only if its attempt
+// finishOutcomes records outcomes for Finish. An outcome is recorded only if its attempt
 // is still open and was started by this node (fencing): an attempt that was
 // rescued after this node missed its lease has ended already, and its late
 // outcome is logged and dropped.
-func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome) error {
+func (s *Store) finishOutcomes(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome) error {
 	if err := s.usable(); err != nil {
 		return err
 	}

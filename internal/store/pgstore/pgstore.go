@@ -99,8 +99,8 @@ type Options struct {
 	// Retention says how long finished jobs are kept; nil keeps them
 	// forever. Expire applies it.
 	Retention *state.Retention
-	// MaxConns bounds the connection pool. Defaults to pgxpool's default
-	// (max(4, number of CPUs)).
+	// MaxConns bounds the connection pool (the notification listener
+	// takes one more). Defaults to 10.
 	MaxConns int32
 	// Logger receives rescues, fenced outcomes and connection trouble.
 	// Defaults to slog.Default().
@@ -130,6 +130,9 @@ func (o Options) withDefaults() Options {
 	def(&o.Heartbeat, time.Second)
 	def(&o.RescueEvery, time.Second)
 	def(&o.PollEvery, time.Second)
+	if o.MaxConns == 0 {
+		o.MaxConns = 10
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -205,9 +208,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connection string: %w", err)
 	}
-	if opts.MaxConns > 0 {
-		cfg.MaxConns = opts.MaxConns
-	}
+	cfg.MaxConns = opts.MaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
@@ -367,7 +368,9 @@ func (s *Store) heartbeat() {
 
 // Expire implements store.Store: it deletes the finished jobs whose
 // retention (Options.Retention, by state and kind) ran out by now, which
-// releases their keys. The engine calls it periodically.
+// releases their keys. The engine calls it periodically. A failed delete is
+// logged, not returned: it is tried again at the next call, and a transient
+// database error must not stop the runner.
 func (s *Store) Expire(ctx context.Context, now int64) error {
 	r := s.opts.Retention
 	if r == nil {
@@ -388,8 +391,8 @@ func (s *Store) Expire(ctx context.Context, now int64) error {
 			CASE j.state WHEN 2 THEN $5::bigint WHEN 4 THEN $6::bigint ELSE $7::bigint END) AS ttl) t
 		WHERE t.ttl > 0 AND j.finished_at <= $8::bigint - t.ttl)`,
 		kinds, succ, canc, fail, r.SucceededMS, r.CancelledMS, r.FailedMS, now)
-	if err != nil {
-		return fmt.Errorf("pgstore: expire finished jobs: %w", err)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("pgstore: deleting finished jobs past retention failed; trying again at the next expiry", "err", err)
 	}
 	return nil
 }
