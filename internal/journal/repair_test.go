@@ -255,35 +255,49 @@ func TestTornHeaderAfterDropIsCorrupt(t *testing.T) {
 func TestCrashDuringRepair(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	f := newFixture(t, 12, 1<<20, true)
-	_, data := f.lastSeg(t)
 	tail := []byte("a torn write that never finished ....")
-	for n := int64(1); ; n++ {
-		m := f.clone()
-		m.WriteFile(segPath(f.dir, 1), append(bytes.Clone(data), tail...))
-		m.SetInjector(vfs.FailNth(n))
-		j, err := Open(f.dir, Options{FS: m})
-		if err == nil {
-			j.Close()
-			if m.Injected() == 0 {
-				break // the whole Open ran without reaching op n
-			}
+	for _, prealloc := range []bool{false, true} {
+		f := newFixture(t, 12, 1<<12, !prealloc)
+		_, data := f.lastSeg(t)
+		end := f.frameEnd(11)
+		damaged := append(bytes.Clone(data[:end]), tail...)
+		if prealloc { // the torn bytes sit inside the preallocated zeros
+			damaged = bytes.Clone(data)
+			copy(damaged[end:], tail)
 		}
-		for _, crash := range []*vfs.Mem{m.CrashClone(nil), m.CrashClone(rng)} {
-			f.reopenAndAppend(t, crash, 12)
-			names, _ := crash.List(f.dir)
-			found := false
-			for _, name := range names {
-				if strings.Contains(name, ".broken") {
-					b, _ := crash.ReadFile(filepath.Join(f.dir, name))
-					found = found || bytes.Equal(b, tail)
+		for n := int64(1); ; n++ {
+			m := f.clone()
+			m.WriteFile(segPath(f.dir, 1), damaged)
+			m.SetInjector(vfs.FailNth(n))
+			j, err := Open(f.dir, withFS(f.opts, m))
+			if err == nil {
+				j.Close()
+				if m.Injected() == 0 {
+					break // the whole Open ran without reaching op n
 				}
 			}
-			if !found {
-				t.Fatalf("failure at op %d: no .broken file holds the cut bytes (files %v)", n, names)
+			for _, crash := range []*vfs.Mem{m.CrashClone(nil), m.CrashClone(rng)} {
+				f.reopenAndAppend(t, crash, 12)
+				names, _ := crash.List(f.dir)
+				found := false
+				for _, name := range names {
+					if strings.Contains(name, ".broken") {
+						b, _ := crash.ReadFile(filepath.Join(f.dir, name))
+						found = found || bytes.Equal(b, tail)
+					}
+				}
+				if !found {
+					t.Fatalf("preallocated %v, failure at op %d: no .broken file holds the cut bytes (files %v)", prealloc, n, names)
+				}
 			}
 		}
 	}
+}
+
+// withFS returns o using fsys.
+func withFS(o Options, fsys vfs.FS) Options {
+	o.FS = fsys
+	return o
 }
 
 // TestOpenSyncsWhatItReads: records a killed process wrote but never synced
