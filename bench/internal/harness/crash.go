@@ -183,8 +183,8 @@ type CrashParams struct {
 	Limit time.Duration
 	// Window is how long the parent watches the restarted worker.
 	Window time.Duration
-	// Body is how long each job body takes (reported only; the workers
-	// are told by Spawn).
+	// Body is how long each job body takes (the workers are told by
+	// Spawn); the kill comes half a body after KillAfter jobs are done.
 	Body time.Duration
 	// StartLedger and DoneLedger are the worker's ledgers.
 	StartLedger, DoneLedger string
@@ -235,6 +235,9 @@ func RunCrash(ctx context.Context, p CrashParams, r *Result) error {
 			return fmt.Errorf("only %d of %d jobs done within %s, before the kill", len(done), p.KillAfter, p.Limit)
 		}
 	}
+	// Done counts cross KillAfter just as a wave of bodies ends; half a
+	// body later, the next wave is in flight.
+	time.Sleep(p.Body / 2)
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill -9 the first worker: %w", err)
 	}
@@ -255,13 +258,18 @@ func RunCrash(ctx context.Context, p CrashParams, r *Result) error {
 	for _, id := range done {
 		finished[id] = true
 	}
-	interrupted := map[int64]bool{}
+	// startedBefore holds every job whose body started before the kill:
+	// the ones whose body had not finished must run again, and the ones
+	// that finished may run again if the system had not recorded it.
+	startedBefore := make(map[int64]bool, len(startedIDs))
+	unfinished := map[int64]bool{}
 	for _, id := range startedIDs {
+		startedBefore[id] = true
 		if !finished[id] {
-			interrupted[id] = true
+			unfinished[id] = true
 		}
 	}
-	r.Interrupted = len(interrupted)
+	r.Interrupted = len(unfinished)
 	r.Notes = append(r.Notes, fmt.Sprintf("killed after %d of %d jobs were done", len(finished), p.N))
 
 	restart := time.Now()
@@ -271,10 +279,7 @@ func RunCrash(ctx context.Context, p CrashParams, r *Result) error {
 	}
 	exited2 := make(chan error, 1)
 	go func() { exited2 <- second.Wait() }()
-	pendingInterrupted := len(interrupted)
-	if pendingInterrupted == 0 {
-		r.RecoverSeconds = 0
-	}
+	var lastRerun time.Duration // of a job started before the kill
 	windowEnd := restart.Add(p.Window)
 	var werr error
 watch:
@@ -294,19 +299,23 @@ watch:
 			werr = err
 			break
 		}
+		now := time.Since(restart)
 		for _, id := range ids {
 			done = append(done, id)
-			if interrupted[id] {
-				delete(interrupted, id)
-				if len(interrupted) == 0 {
-					r.RecoverSeconds = time.Since(restart).Seconds()
-				}
+			if startedBefore[id] {
+				lastRerun = now
+				delete(unfinished, id)
 			}
 			finished[id] = true
 		}
 	}
 	if len(finished) >= p.N {
 		r.AllDoneSeconds = time.Since(restart).Seconds()
+	}
+	if len(unfinished) == 0 {
+		r.RecoverSeconds = lastRerun.Seconds()
+	} else {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d jobs in flight at the kill had not run again %s after the restart", len(unfinished), p.Window))
 	}
 	_ = second.Process.Signal(syscall.SIGKILL)
 	<-exited2
@@ -319,9 +328,6 @@ watch:
 	r.Lost, r.Twice = c.Lost, c.Twice
 	if c.Unknown > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d ledger lines named no job of the run", c.Unknown))
-	}
-	if r.RecoverSeconds < 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d interrupted jobs had not run again %s after the restart", len(interrupted), p.Window))
 	}
 	return werr
 }

@@ -42,10 +42,12 @@ type Result struct {
 	// W4.
 	Lost        int `json:"lost"`
 	Twice       int `json:"twice"`
-	Interrupted int `json:"interrupted,omitempty"` // bodies started, not finished, at the kill
-	// RecoverSeconds is how long after the restart every interrupted job
-	// had run again; -1 when that did not happen within the window.
-	RecoverSeconds float64 `json:"recover_seconds,omitempty"`
+	Interrupted int `json:"interrupted"` // bodies started, not finished, at the kill
+	// RecoverSeconds is how long after the restart the last job that had
+	// started before the kill (in flight, or finished but not recorded by
+	// the system) ran again; -1 when a job in flight at the kill had not
+	// run again within the window.
+	RecoverSeconds float64 `json:"recover_seconds"`
 	// AllDoneSeconds is how long after the restart every job had run; -1
 	// when that did not happen within the window.
 	AllDoneSeconds float64 `json:"all_done_seconds,omitempty"`

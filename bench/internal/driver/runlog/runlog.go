@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -46,8 +47,10 @@ type driver struct {
 	cfg   harness.Config
 	r     *runlog.Runner
 	retry runlog.RetryPolicy
-	obs   *syncCounter
-	h     atomic.Pointer[harness.Handler]
+	// breaker is the breaker config; nil keeps runlog's default.
+	breaker *runlog.BreakerConfig
+	obs     *syncCounter
+	h       atomic.Pointer[harness.Handler]
 
 	// runlog starts dispatching at Open and has no pause, so "workers
 	// stopped" is a gate that attempts wait at: closed means open.
@@ -58,13 +61,19 @@ type driver struct {
 	once    sync.Once
 }
 
+// breakerOff is a breaker that never opens: the peers have no circuit
+// breaker, and W3's planned failures would otherwise open runlog's (5
+// failures within 1m by default) and hold every job for its 30s cooldown.
+var breakerOff = runlog.BreakerConfig{Threshold: math.MaxInt32, Window: time.Minute, Cooldown: time.Second, Probes: 1}
+
 // Open opens a runlog journal in cfg.Dir/journal.
 //
 // runlog has no polling to tune: it dispatches as soon as a job is due.
-// It runs with its defaults (retry base 500ms, cap 30s, 10 attempts),
-// except: W3 uses the smallest backoff (base 0) in both modes, and W4
-// tuned uses base 0 so that a requeued interrupted attempt waits for
-// nothing.
+// It runs with its defaults (retry base 500ms, cap 30s, 10 attempts;
+// breaker 5 failures within 1m, cooldown 30s), except: W3 uses the
+// smallest backoff (base 0) and no breaker in both modes, and W4 tuned
+// uses base 0 and no breaker, the fastest recovery runlog can be
+// configured for.
 func Open(ctx context.Context, cfg harness.Config) (harness.Driver, error) {
 	d := &driver{
 		cfg:     cfg,
@@ -78,6 +87,7 @@ func Open(ctx context.Context, cfg harness.Config) (harness.Driver, error) {
 	}
 	if cfg.Workload == harness.W3 || (cfg.Workload == harness.W4 && cfg.Mode == harness.ModeTuned) {
 		d.retry.Base, d.retry.Cap = 0, 0
+		d.breaker = &breakerOff
 	}
 	rc := runlog.Config{
 		Concurrency: cfg.Concurrency,
@@ -85,6 +95,9 @@ func Open(ctx context.Context, cfg harness.Config) (harness.Driver, error) {
 		Handlers:    map[string]runlog.Handler{kind: runlog.Handle(d.run)},
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Observer:    d.obs,
+	}
+	if d.breaker != nil {
+		rc.Breaker = *d.breaker
 	}
 	dir := filepath.Join(cfg.Dir, "journal")
 	if cfg.Fresh {
@@ -184,6 +197,10 @@ func (d *driver) Settings(context.Context) []harness.Setting {
 		{Name: "runlog durability", Value: "fdatasync per group commit before every ack (not configurable)"},
 		{Name: "runlog polling", Value: "none: dispatch on enqueue and on due time"},
 		{Name: "runlog retry", Value: fmt.Sprintf("attempts %d, base %s, cap %s", d.retry.Attempts, d.retry.Base, d.retry.Cap)},
+		{Name: "runlog breaker", Value: "default (opens after 5 failures within 1m, cooldown 30s)"},
+	}
+	if d.breaker != nil {
+		out[len(out)-1].Value = "off (threshold 2^31-1; the peers have none)"
 	}
 	if s := d.obs.syncs.Load(); s > 0 {
 		out = append(out, harness.Setting{Name: "runlog group commit", Value: fmt.Sprintf("%d fdatasyncs, %.1f records each", s, float64(d.obs.records.Load())/float64(s))})
