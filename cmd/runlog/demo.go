@@ -21,7 +21,7 @@ import (
 
 // demoFlags are runlog demo's knobs; the defaults finish in well under 30 s.
 type demoFlags struct {
-	data        string
+	data        localString
 	jobs        int
 	concurrency int
 	flakyRate   float64
@@ -41,7 +41,7 @@ type simTarget struct {
 func runDemo(args []string, stdout, stderr io.Writer) int {
 	var f demoFlags
 	fs := newFlagSet("demo", "[flags]", stderr)
-	fs.StringVar(&f.data, "data", "", "journal `directory` (default: a temporary one, removed at the end)")
+	fs.Var(&f.data, "data", "journal `directory` (default: a temporary one, removed at the end; RUNLOG_DATA is not read)")
 	fs.IntVar(&f.jobs, "jobs", 3000, "how many http jobs to enqueue")
 	fs.IntVar(&f.concurrency, "concurrency", 64, "attempts running at once")
 	fs.Float64Var(&f.flakyRate, "flaky-rate", 0.2, "share of the flaky target's answers that are 503 with Retry-After")
@@ -62,7 +62,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 }
 
 func demo(f demoFlags, stdout, stderr io.Writer) error {
-	dir := f.data
+	dir := string(f.data)
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "runlog-demo-")
 		if err != nil {

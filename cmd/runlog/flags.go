@@ -22,6 +22,19 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
+// localString is a string flag that is never read from the environment:
+// runlog demo's --data must not pick up the RUNLOG_DATA of a real server.
+type localString string
+
+// String returns the value (flag.Value).
+func (l *localString) String() string { return string(*l) }
+
+// Set sets the value (flag.Value).
+func (l *localString) Set(v string) error {
+	*l = localString(v)
+	return nil
+}
+
 // byteSize is a size flag: a number of bytes with an optional KiB, MiB or
 // GiB (or KB, MB, GB) suffix.
 type byteSize int64
@@ -87,7 +100,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
+		if _, local := f.Value.(*localString); local || given[f.Name] {
 			return
 		}
 		v, ok := os.LookupEnv(envName(f.Name))

@@ -33,6 +33,13 @@ func TestFlagsFromEnvironment(t *testing.T) {
 		t.Errorf("flags after a positional argument: concurrency %d, positional %q", f.concurrency, pos)
 	}
 
+	var local localString
+	fs = newFlagSet("demo", "", &bytes.Buffer{})
+	fs.Var(&local, "data", "")
+	if _, err := parse(fs, nil); err != nil || local != "" {
+		t.Errorf("runlog demo's --data must not read RUNLOG_DATA: %q, %v", local, err)
+	}
+
 	t.Setenv("RUNLOG_CONCURRENCY", "many")
 	fs = newFlagSet("serve", "", &bytes.Buffer{})
 	f = serveFlags{}
