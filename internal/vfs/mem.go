@@ -541,25 +541,25 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 // mu held.
 func (f *memFile) writeAt(p []byte, off int64) (int, error) {
 	err := f.check(OpWrite)
-	if err == nil && !f.writable {
-		return 0, &fs.PathError{Op: "write", Path: f.n.name, Err: fs.ErrPermission}
-	}
-	if err != nil && f.closed {
+	switch {
+	case err != nil && f.closed:
 		return 0, err
-	}
-	if off < 0 {
+	case !f.writable:
+		return 0, &fs.PathError{Op: "write", Path: f.n.name, Err: fs.ErrPermission}
+	case off < 0:
 		return 0, &fs.PathError{Op: "write", Path: f.n.name, Err: fs.ErrInvalid}
 	}
 	q := p
 	if err != nil {
 		q = p[:len(p)/2]
 	}
-	end := int(off) + len(q)
-	if end > len(f.n.data) {
-		f.n.data = slices.Grow(f.n.data, end-len(f.n.data))[:end]
+	end, oldLen := int(off)+len(q), len(f.n.data)
+	if end > oldLen {
+		f.n.data = slices.Grow(f.n.data, end-oldLen)[:end]
+		clear(f.n.data[oldLen:]) // a gap before off reads as zeros
 	}
 	copy(f.n.data[off:], q)
-	f.n.markDirty(int(off))
+	f.n.markDirty(min(int(off), oldLen))
 	f.n.modTime = time.Now()
 	return len(q), err
 }
@@ -612,12 +612,13 @@ func (f *memFile) Truncate(size int64) error {
 	if !f.writable || size < 0 {
 		return &fs.PathError{Op: "truncate", Path: f.n.name, Err: fs.ErrInvalid}
 	}
-	if int(size) <= len(f.n.data) {
+	oldLen := len(f.n.data)
+	if int(size) <= oldLen {
 		f.n.data = f.n.data[:size]
 	} else {
-		f.n.data = append(f.n.data, make([]byte, int(size)-len(f.n.data))...)
+		f.n.data = append(f.n.data, make([]byte, int(size)-oldLen)...)
 	}
-	f.n.markDirty(int(size))
+	f.n.markDirty(min(int(size), oldLen))
 	f.n.modTime = time.Now()
 	return nil
 }

@@ -369,3 +369,26 @@ func testFS(t *testing.T, fsys FS, dir string) {
 func TestMemBehaviour(t *testing.T) { testFS(t, NewMem(), "root") }
 
 func TestOSBehaviour(t *testing.T) { testFS(t, OS{}, t.TempDir()) }
+
+// TestMemGapsReadAsZeros: writing past the end, or growing with Truncate,
+// after a shrink never shows the old bytes again.
+func TestMemGapsReadAsZeros(t *testing.T) {
+	m := NewMem()
+	m.MkdirAll("d")
+	f := mustCreate(t, m, "d/f", []byte("0123456789"))
+	f.Truncate(2)
+	f.WriteAt([]byte("X"), 5)
+	if got := fileBytes(t, m, "d/f"); string(got) != "01\x00\x00\x00X" {
+		t.Fatalf("after shrink and write past the end: %q", got)
+	}
+	f.Truncate(1)
+	f.Truncate(4)
+	if got := fileBytes(t, m, "d/f"); string(got) != "0\x00\x00\x00" {
+		t.Fatalf("after shrink and grow: %q", got)
+	}
+	f.Sync()
+	m.SyncDir("d")
+	if got := fileBytes(t, m.CrashClone(nil), "d/f"); string(got) != "0\x00\x00\x00" {
+		t.Fatalf("after sync and crash: %q", got)
+	}
+}
