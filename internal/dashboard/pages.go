@@ -1,0 +1,393 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runlog/runlog"
+)
+
+// pageData is what every page template gets: the common fields set by
+// setCommon and the page's own Data.
+type pageData struct {
+	Title  string
+	Nav    string // the active navigation item
+	Error  string // shown in an alert (error and login pages)
+	Status int    // the error page's status
+	Next   string // the login page's destination
+
+	CSRF      string
+	HXHeaders string // the htmx headers of every request: the CSRF token
+	ReadOnly  bool
+	Token     bool // the server has a token: show "Log out"
+	LoggedIn  bool
+	Flash     string
+	Now       time.Time
+	Self      string // this page's URI, where actions come back to
+	Data      any
+}
+
+func (d *pageData) setCommon(h *handler, w http.ResponseWriter, r *http.Request) {
+	d.Now = h.now()
+	d.ReadOnly = h.opts.ReadOnly
+	d.Token = h.auth.token
+	d.LoggedIn = h.auth.authorized(r)
+	d.Self = localPath(r.URL.RequestURI())
+	if d.LoggedIn {
+		d.CSRF = h.auth.csrf
+		b, _ := json.Marshal(map[string]string{csrfHeader: h.auth.csrf})
+		d.HXHeaders = string(b)
+		if r.Method == http.MethodGet {
+			d.Flash = takeFlash(w, r)
+		}
+	}
+}
+
+// Rel says when t is relative to the page's time: "in 3s", "5m ago".
+func (d pageData) Rel(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	dt := t.Sub(d.Now)
+	if dt >= 0 {
+		return "in " + human(dt)
+	}
+	return human(-dt) + " ago"
+}
+
+// human rounds d for a reader: "850ms", "12s", "3m20s", "2h5m", "3d4h".
+func human(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	default:
+		days := int(d / (24 * time.Hour))
+		return fmt.Sprintf("%dd%dh", days, int((d-time.Duration(days)*24*time.Hour)/time.Hour))
+	}
+}
+
+// stamp formats t for a table: UTC to the second, "" when zero.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// overviewData is the overview page.
+type overviewData struct {
+	Stats          runlog.Stats
+	Lag            time.Duration // queue lag; 0 when nothing due is waiting
+	Open, HalfOpen []runlog.TargetStats
+	hourChart      // Chart nil without a Recorder
+}
+
+func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
+	st, err := h.runner.Stats(r.Context())
+	if err != nil {
+		h.engineError(w, r, err)
+		return
+	}
+	d := overviewData{Stats: st}
+	if now := h.now(); !st.OldestDue.IsZero() && st.OldestDue.Before(now) {
+		d.Lag = now.Sub(st.OldestDue)
+	}
+	for _, t := range st.Targets {
+		switch t.State {
+		case "open":
+			d.Open = append(d.Open, t)
+		case "half-open":
+			d.HalfOpen = append(d.HalfOpen, t)
+		}
+	}
+	if h.opts.Recorder != nil {
+		d.hourChart = newHourChart(h.opts.Recorder.LastHour(), 600, 140)
+	}
+	h.render(w, r, http.StatusOK, "overview", pageData{Title: "Overview", Nav: "overview", Data: d})
+}
+
+// filter is the jobs filter as the query string gives it.
+type filter struct {
+	State, Kind, Target, Q string
+	Oldest                 bool
+	After                  uint64
+}
+
+// states lists the job states in the order the dashboard shows them.
+var states = []runlog.State{runlog.StatePending, runlog.StateRunning, runlog.StateSucceeded, runlog.StateFailed, runlog.StateCancelled}
+
+// maxFilterLen bounds each text field of a filter.
+const maxFilterLen = 200
+
+// parseFilter reads the filter from q: state, kind, target, q (search),
+// order (newest or oldest) and after (the cursor).
+func parseFilter(q url.Values) (filter, error) {
+	f := filter{State: q.Get("state"), Kind: q.Get("kind"), Target: q.Get("target"), Q: q.Get("q")}
+	if f.State != "" && !slices.Contains(states, runlog.State(f.State)) {
+		return filter{}, fmt.Errorf("unknown state %q: use pending, running, succeeded, failed or cancelled", f.State)
+	}
+	for _, s := range []string{f.Kind, f.Target, f.Q} {
+		if len(s) > maxFilterLen {
+			return filter{}, fmt.Errorf("a filter field is longer than %d bytes", maxFilterLen)
+		}
+	}
+	switch o := q.Get("order"); o {
+	case "", "newest":
+	case "oldest":
+		f.Oldest = true
+	default:
+		return filter{}, fmt.Errorf("unknown order %q: use newest or oldest", o)
+	}
+	if a := q.Get("after"); a != "" {
+		n, err := strconv.ParseUint(a, 10, 64)
+		if err != nil {
+			return filter{}, fmt.Errorf("the cursor %q is not a page cursor: follow the Next link", a)
+		}
+		f.After = n
+	}
+	return f, nil
+}
+
+// list is the engine filter of f.
+func (f filter) list(limit int) runlog.ListFilter {
+	return runlog.ListFilter{State: runlog.State(f.State), Kind: f.Kind, Target: f.Target, Search: f.Q, After: f.After, Limit: limit, Oldest: f.Oldest}
+}
+
+// query encodes f (with the given cursor) as a query string.
+func (f filter) query(after uint64) string {
+	v := url.Values{}
+	for k, s := range map[string]string{"state": f.State, "kind": f.Kind, "target": f.Target, "q": f.Q} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if f.Oldest {
+		v.Set("order", "oldest")
+	}
+	if after != 0 {
+		v.Set("after", strconv.FormatUint(after, 10))
+	}
+	return v.Encode()
+}
+
+// listData is the jobs and failed pages.
+type listData struct {
+	Filter  filter
+	Jobs    []runlog.Job
+	Next    string // URL of the next page, "" on the last
+	First   string // URL of the first page, "" on it
+	States  []runlog.State
+	Targets []string
+	Failed  bool // the failed-jobs page
+	Count   int  // jobs in the state filtered on (from Stats), -1 if unknown
+}
+
+func (h *handler) jobs(w http.ResponseWriter, r *http.Request) { h.list(w, r, false) }
+
+func (h *handler) failed(w http.ResponseWriter, r *http.Request) { h.list(w, r, true) }
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request, failedPage bool) {
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		h.errorPage(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	path, title, nav := "/jobs", "Jobs", "jobs"
+	if failedPage {
+		f.State = string(runlog.StateFailed)
+		path, title, nav = "/failed", "Failed jobs", "failed"
+	}
+	page, err := h.runner.List(r.Context(), f.list(PageSize))
+	if err != nil {
+		h.engineError(w, r, err)
+		return
+	}
+	st, err := h.runner.Stats(r.Context())
+	if err != nil {
+		h.engineError(w, r, err)
+		return
+	}
+	d := listData{Filter: f, Jobs: page.Jobs, States: states, Failed: failedPage, Count: -1}
+	if page.Next != 0 {
+		d.Next = path + "?" + f.query(page.Next)
+	}
+	if f.After != 0 {
+		d.First = path + "?" + f.query(0)
+	}
+	for _, t := range st.Targets {
+		d.Targets = append(d.Targets, t.Target)
+	}
+	if f.Kind == "" && f.Target == "" && f.Q == "" {
+		d.Count = stateCount(st, runlog.State(f.State))
+	}
+	h.render(w, r, http.StatusOK, "jobs", pageData{Title: title, Nav: nav, Data: d})
+}
+
+// stateCount is the number of jobs in state s (all jobs for "").
+func stateCount(st runlog.Stats, s runlog.State) int {
+	switch s {
+	case runlog.StatePending:
+		return st.Pending
+	case runlog.StateRunning:
+		return st.Running
+	case runlog.StateSucceeded:
+		return st.Succeeded
+	case runlog.StateFailed:
+		return st.Failed
+	case runlog.StateCancelled:
+		return st.Cancelled
+	}
+	return st.Pending + st.Running + st.Succeeded + st.Failed + st.Cancelled
+}
+
+// jobData is the job page.
+type jobData struct {
+	Job         runlog.Job
+	Payload     string
+	PayloadNote string
+	Attempts    []attemptView
+	Breaker     *runlog.TargetStats // nil when the target has no breaker history
+	CanRetry    bool
+	CanCancel   bool
+	Live        bool // not finished: the page refreshes itself
+}
+
+// attemptView is one row of the attempts table.
+type attemptView struct {
+	runlog.Attempt
+	Duration time.Duration // so far, while running
+	Running  bool
+}
+
+// parseID reads a job id: decimal digits only.
+func parseID(s string) (uint64, error) {
+	if s == "" || len(s) > 20 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, fmt.Errorf("%q is not a job id: ids are decimal numbers", s)
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+func (h *handler) job(w http.ResponseWriter, r *http.Request) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		h.errorPage(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	j, err := h.runner.Job(r.Context(), id)
+	if err != nil {
+		h.engineError(w, r, err)
+		return
+	}
+	st, err := h.runner.Stats(r.Context())
+	if err != nil {
+		h.engineError(w, r, err)
+		return
+	}
+	now := h.now()
+	d := jobData{Job: j}
+	d.Payload, d.PayloadNote = prettyPayload(j.Payload)
+	for _, a := range j.History {
+		v := attemptView{Attempt: a}
+		if a.EndedAt.IsZero() {
+			v.Running, v.Duration = true, now.Sub(a.StartedAt)
+		} else {
+			v.Duration = a.EndedAt.Sub(a.StartedAt)
+		}
+		d.Attempts = append(d.Attempts, v)
+	}
+	for i := range st.Targets {
+		if st.Targets[i].Target == j.Target {
+			d.Breaker = &st.Targets[i]
+			break
+		}
+	}
+	switch j.State {
+	case runlog.StateFailed, runlog.StateCancelled:
+		d.CanRetry = true
+	case runlog.StatePending, runlog.StateRunning:
+		d.CanCancel, d.Live = true, true
+	}
+	h.render(w, r, http.StatusOK, "job", pageData{Title: fmt.Sprintf("Job %d", j.ID), Nav: "jobs", Data: d})
+}
+
+// maxShownPayload bounds the payload shown on the job page.
+const maxShownPayload = 64 << 10
+
+// prettyPayload renders a payload for reading: indented JSON when it is
+// JSON, the text when it is UTF-8, else a hex dump; with a note saying
+// which.
+func prettyPayload(p []byte) (text, note string) {
+	if len(p) == 0 {
+		return "", "empty"
+	}
+	var cut string
+	if len(p) > maxShownPayload {
+		cut = fmt.Sprintf(", first %d of %d bytes shown", maxShownPayload, len(p))
+	}
+	if json.Valid(p) {
+		var b bytes.Buffer
+		if json.Indent(&b, p, "", "  ") == nil {
+			s := b.String()
+			if len(s) > maxShownPayload {
+				s = strings.ToValidUTF8(s[:maxShownPayload], "")
+			}
+			return s, "JSON" + cut
+		}
+	}
+	shown := p[:min(len(p), maxShownPayload)]
+	if utf8.Valid(p) {
+		return strings.ToValidUTF8(string(shown), ""), "text" + cut
+	}
+	return hex.Dump(shown), fmt.Sprintf("binary, %d bytes as hex%s", len(p), cut)
+}
+
+// targetView is one row of the targets page.
+type targetView struct {
+	runlog.TargetStats
+	// Tracked: the runner reports the target (its breaker has history);
+	// a target only the Recorder has seen has a closed, clean breaker and
+	// no known load.
+	Tracked bool
+	hourChart
+}
+
+func (h *handler) targets(w http.ResponseWriter, r *http.Request) {
+	st, err := h.runner.Stats(r.Context())
+	if err != nil {
+		h.engineError(w, r, err)
+		return
+	}
+	views := make([]targetView, 0, len(st.Targets))
+	known := make(map[string]bool, len(st.Targets))
+	for _, t := range st.Targets {
+		views = append(views, targetView{TargetStats: t, Tracked: true})
+		known[t.Target] = true
+	}
+	if rec := h.opts.Recorder; rec != nil {
+		for _, name := range rec.Targets() {
+			if !known[name] {
+				views = append(views, targetView{TargetStats: runlog.TargetStats{Target: name, State: "closed"}})
+			}
+		}
+		for i := range views {
+			views[i].hourChart = newHourChart(rec.TargetLastHour(views[i].Target), 180, 32)
+		}
+	}
+	slices.SortFunc(views, func(a, b targetView) int { return strings.Compare(a.Target, b.Target) })
+	h.render(w, r, http.StatusOK, "targets", pageData{Title: "Targets", Nav: "targets", Data: views})
+}
