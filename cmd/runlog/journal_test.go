@@ -41,29 +41,46 @@ func buildJournal(t *testing.T, n int) (dir, seg string) {
 
 func TestJournalVerifyExitCodes(t *testing.T) {
 	dir, seg := buildJournal(t, 20)
-	var last journal.Position
-	if err := journal.Scan(nil, dir, journal.Options{}, func(pos journal.Position, _ []byte) error {
-		last = pos
+	var (
+		last    journal.Position
+		lastLen int
+	)
+	if err := journal.Scan(nil, dir, journal.Options{}, func(pos journal.Position, rec []byte) error {
+		last, lastLen = pos, len(rec)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
+	end := last.Offset + journal.FrameHeaderSize + int64(lastLen+7)&^7 // frames are 8-byte aligned
 
 	code, out, errOut := runCLI(t, nil, "journal", "verify", dir)
 	if code != exitOK || !strings.Contains(out, "records: 20") || !strings.Contains(out, "ok") {
 		t.Fatalf("clean journal: exit %d\n%s%s", code, out, errOut)
 	}
 
-	// A torn tail: the last record cut short (the segment may be
-	// preallocated, so cut inside the last frame, not at the file's end).
-	if err := os.Truncate(seg, last.Offset+journal.FrameHeaderSize/2); err != nil {
+	// A torn tail: a group commit whose fdatasync never returned left half
+	// a frame after the last record.
+	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := make([]byte, journal.FrameHeaderSize+20)
+	torn[0] = 100 // a length of 100 bytes, of which only 20 arrived
+	torn[4], torn[5] = 0xde, 0xad
+	for i := journal.FrameHeaderSize; i < len(torn); i++ {
+		torn[i] = byte(i)
+	}
+	if _, err := f.WriteAt(torn, end); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut = runCLI(t, nil, "journal", "verify", dir)
 	if code != exitTorn || !strings.Contains(out, "torn tail") || !strings.Contains(out, "opening the journal") || !strings.Contains(out, seg) {
 		t.Fatalf("torn tail: exit %d; want %d naming the file and the repair\n%s%s", code, exitTorn, out, errOut)
 	}
-	// Opening the journal repairs it; verify is then clean with one record less.
+	// Opening the journal repairs it; verify is then clean with every record.
 	r, err := runlog.Open(dir, runlog.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +89,7 @@ func TestJournalVerifyExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut = runCLI(t, nil, "journal", "verify", dir)
-	if code != exitOK || !strings.Contains(out, "records: 19") {
+	if code != exitOK || !strings.Contains(out, "records: 20") {
 		t.Fatalf("after the repair: exit %d\n%s%s", code, out, errOut)
 	}
 
