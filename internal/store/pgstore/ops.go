@@ -230,15 +230,23 @@ func nextIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error) {
 	return ids, nil
 }
 
-// breakerRow is a target's breaker locked in a transaction, with the value
-// read, so that only changed ones are written.
+// breakerRow is a target's breaker as a transaction read it: locked (FOR
+// UPDATE) when the transaction may change it, else a plain read of the zero
+// breaker, which the transaction's decisions leave unchanged.
 type breakerRow struct {
 	b, orig retry.Breaker
+	locked  bool
 }
 
-// lockBreakers locks (FOR UPDATE, in target order) the breakers of the
-// targets not yet in into, creating their rows first, and adds them.
-func (s *Store) lockBreakers(ctx context.Context, tx pgx.Tx, targets []string, into map[string]*breakerRow) error {
+// loadBreakers reads the breakers of the targets not yet in into and adds
+// them. A breaker that is not the zero one, or whose target is in mayFail
+// (an outcome of the transaction counts as its failure), is locked FOR
+// UPDATE, in target order, since the transaction may change it. A zero
+// breaker that nothing here fails stays unlocked: admission and a success
+// leave it as it is, so the transaction orders before any concurrent one
+// that changes it, and the hot path (every target healthy) takes no lock
+// that all nodes would queue on.
+func (s *Store) loadBreakers(ctx context.Context, tx pgx.Tx, targets []string, mayFail map[string]bool, into map[string]*breakerRow) error {
 	var need []string
 	for _, t := range targets {
 		if _, ok := into[t]; !ok {
@@ -250,28 +258,55 @@ func (s *Store) lockBreakers(ctx context.Context, tx pgx.Tx, targets []string, i
 	}
 	slices.Sort(need)
 	need = slices.Compact(need)
-	var missing []string
+	read, err := scanBreakers(ctx, tx, "SELECT target, state, fails, until, busy FROM runlog_breakers WHERE target = ANY($1)", need)
+	if err != nil {
+		return err
+	}
+	var lock, missing []string
 	for _, t := range need {
-		if _, ok := s.breakerRows.Load(t); !ok {
+		b, exists := read[t]
+		if b.IsZero() && !mayFail[t] {
+			into[t] = &breakerRow{}
+			continue
+		}
+		lock = append(lock, t)
+		if !exists {
 			missing = append(missing, t)
 		}
 	}
+	if len(lock) == 0 {
+		return nil
+	}
 	if len(missing) > 0 {
-		// Committed at once, outside tx, so that no transaction waits on
-		// another's uncommitted breaker row.
+		// Committed at once, outside tx, so that the rows exist to be
+		// locked and no transaction waits on another's uncommitted insert.
 		if _, err := s.pool.Exec(ctx, "INSERT INTO runlog_breakers (target) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", missing); err != nil {
 			return fmt.Errorf("pgstore: create breaker rows: %w", err)
 		}
-		for _, t := range missing {
-			s.breakerRows.Store(t, struct{}{})
-		}
 	}
-	rows, err := tx.Query(ctx, `SELECT target, state, fails, until, busy FROM runlog_breakers
-		WHERE target = ANY($1) ORDER BY target COLLATE "C" FOR UPDATE`, need)
+	locked, err := scanBreakers(ctx, tx, `SELECT target, state, fails, until, busy FROM runlog_breakers
+		WHERE target = ANY($1) ORDER BY target COLLATE "C" FOR UPDATE`, lock)
 	if err != nil {
-		return fmt.Errorf("pgstore: lock breakers: %w", err)
+		return err
+	}
+	for _, t := range lock {
+		b, ok := locked[t]
+		if !ok {
+			return fmt.Errorf("pgstore: the breaker row of target %q vanished while it was being locked; was runlog_breakers changed by hand?", t)
+		}
+		into[t] = &breakerRow{b: b, orig: b, locked: true}
+	}
+	return nil
+}
+
+// scanBreakers runs a query of breaker rows for the targets.
+func scanBreakers(ctx context.Context, tx pgx.Tx, sql string, targets []string) (map[string]retry.Breaker, error) {
+	rows, err := tx.Query(ctx, sql, targets)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read breakers: %w", err)
 	}
 	defer rows.Close()
+	out := make(map[string]retry.Breaker, len(targets))
 	for rows.Next() {
 		var (
 			t     string
@@ -281,40 +316,34 @@ func (s *Store) lockBreakers(ctx context.Context, tx pgx.Tx, targets []string, i
 			busy  int32
 		)
 		if err := rows.Scan(&t, &st, &fails, &until, &busy); err != nil {
-			return err
+			return nil, err
 		}
 		if len(fails) == 0 {
 			fails = nil
 		}
-		b := retry.Breaker{State: retry.BreakerState(st), Fails: fails, Until: until, Busy: int(busy)}
-		into[t] = &breakerRow{b: b, orig: b}
+		out[t] = retry.Breaker{State: retry.BreakerState(st), Fails: fails, Until: until, Busy: int(busy)}
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, t := range need {
-		if _, ok := into[t]; !ok {
-			// Deleted by hand meanwhile: the zero breaker, written back.
-			into[t] = &breakerRow{orig: retry.Breaker{State: 255}}
-		}
-	}
-	return nil
+	return out, rows.Err()
 }
 
-// queueBreakerWrites queues the writes of the breakers that changed.
-func queueBreakerWrites(b *pgx.Batch, brs map[string]*breakerRow) {
+// queueBreakerWrites queues the writes of the breakers that changed. Only a
+// locked breaker may change.
+func queueBreakerWrites(b *pgx.Batch, brs map[string]*breakerRow) error {
 	for t, br := range brs {
 		if sameBreaker(br.b, br.orig) {
 			continue
+		}
+		if !br.locked {
+			return fmt.Errorf("pgstore: internal error: the unlocked breaker of target %q changed; nothing was written", t)
 		}
 		fails := br.b.Fails
 		if fails == nil {
 			fails = []int64{}
 		}
-		b.Queue(`INSERT INTO runlog_breakers (target, state, fails, until, busy) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (target) DO UPDATE SET state = $2, fails = $3, until = $4, busy = $5`,
+		b.Queue("UPDATE runlog_breakers SET state = $2, fails = $3, until = $4, busy = $5 WHERE target = $1",
 			t, int16(br.b.State), fails, br.b.Until, int32(br.b.Busy))
 	}
+	return nil
 }
 
 // sameBreaker reports whether a and b are equal.
@@ -418,7 +447,7 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 		for i, r := range due {
 			targets[i] = r.spec.Target
 		}
-		if err := s.lockBreakers(ctx, tx, targets, brs); err != nil {
+		if err := s.loadBreakers(ctx, tx, targets, nil, brs); err != nil {
 			return res, err
 		}
 		var (
@@ -448,7 +477,7 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 			case state.OpStart:
 				entry, _ := json.Marshal([]attempt{r.hist[len(r.hist)-1]})
 				b.Queue(`UPDATE runlog_jobs SET state = 1, started = $2, node = $3,
-					lease_until = now() + $4 * interval '1 millisecond',
+					lease_until = clock_timestamp() + $4 * interval '1 millisecond',
 					history = (CASE WHEN jsonb_array_length(history) >= $5 THEN history - 0 ELSE history END) || $6::jsonb
 					WHERE id = $1`, int64(r.id), int64(r.started), s.opts.Node, leaseMS, state.MaxAttemptHistory, string(entry))
 				res.claims = append(res.claims, store.Claim{
@@ -481,7 +510,9 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 		}
 	}
 	var b pgx.Batch
-	queueBreakerWrites(&b, brs)
+	if err := queueBreakerWrites(&b, brs); err != nil {
+		return res, err
+	}
 	if err := sendBatch(ctx, tx, &b); err != nil {
 		return res, err
 	}
@@ -530,8 +561,14 @@ func (s *Store) finishOutcomes(ctx context.Context, now int64, rnd func() uint32
 			byID[r.id] = r
 			targets[i] = r.spec.Target
 		}
+		mayFail := make(map[string]bool)
+		for _, o := range outs {
+			if r := byID[o.ID]; r != nil && (!o.Class.Valid() || o.Class.BreakerFailed()) {
+				mayFail[r.spec.Target] = true
+			}
+		}
 		brs := make(map[string]*breakerRow)
-		if err := s.lockBreakers(ctx, tx, targets, brs); err != nil {
+		if err := s.loadBreakers(ctx, tx, targets, mayFail, brs); err != nil {
 			return err
 		}
 		changed := make(map[*jobRow]bool)
@@ -584,7 +621,9 @@ func (s *Store) writeRows(ctx context.Context, tx pgx.Tx, rows []*jobRow, change
 			reason = $7, history = $8::jsonb, lease_until = CASE WHEN $2::smallint = 1 THEN lease_until END
 			WHERE id = $1`, int64(r.id), int16(r.st), r.due, r.finishedAt, int32(r.fails), r.lastError, r.reason, string(hist))
 	}
-	queueBreakerWrites(&b, brs)
+	if err := queueBreakerWrites(&b, brs); err != nil {
+		return err
+	}
 	if b.Len() > 0 {
 		b.Queue("SELECT pg_notify($1, '')", chanWake)
 	}
@@ -619,11 +658,13 @@ func (s *Store) requeue(ctx context.Context, where string, args []any, why strin
 			return nil
 		}
 		targets := make([]string, len(rows))
+		mayFail := make(map[string]bool)
 		for i, r := range rows {
 			targets[i] = r.spec.Target
+			mayFail[r.spec.Target] = true // an orphan counts a breaker failure
 		}
 		brs := make(map[string]*breakerRow)
-		if err := s.lockBreakers(ctx, tx, targets, brs); err != nil {
+		if err := s.loadBreakers(ctx, tx, targets, mayFail, brs); err != nil {
 			return err
 		}
 		now := s.opts.Now()

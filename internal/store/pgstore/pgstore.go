@@ -21,7 +21,7 @@
 // # Nodes, leases and rescue
 //
 // Each Store is one node with a random id. A started attempt carries the
-// node id and a lease on the database clock (now() + Lease), which the node
+// node id and a lease on the database clock (clock_timestamp() + Lease), which the node
 // renews every Heartbeat for the attempts it has claimed and not finished.
 // Every node runs a rescuer (every RescueEvery) that requeues the attempts
 // whose lease expired as failed attempts (the seed's orphan rule: one
@@ -175,8 +175,6 @@ type Store struct {
 	notify   store.Notify        // guarded by mu
 	inflight map[uint64]struct{} // guarded by mu: attempts claimed here and not finished
 	due      dueCache            // guarded by mu
-
-	breakerRows sync.Map // target → struct{}: targets whose breaker row exists
 }
 
 // dueCache caches the earliest due time among pending jobs, so that the
@@ -227,7 +225,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.loops.Add(4)
 	go s.listen()
-	go s.every(opts.Heartbeat, s.heartbeat)
+	go s.heartbeater()
 	go s.every(opts.RescueEvery, func() {
 		if n, err := s.Rescue(s.ctx); err != nil && s.ctx.Err() == nil {
 			s.log.Warn("pgstore: rescue of expired leases failed; retrying at the next scan", "err", err)
@@ -347,22 +345,49 @@ func (s *Store) invalidate() {
 	s.mu.Unlock()
 }
 
-// heartbeat renews the leases of the attempts this node claimed and has not
-// finished.
-func (s *Store) heartbeat() {
-	s.mu.Lock()
-	ids := make([]int64, 0, len(s.inflight))
-	for id := range s.inflight {
-		ids = append(ids, int64(id))
-	}
-	s.mu.Unlock()
-	if len(ids) == 0 {
-		return
-	}
-	_, err := s.pool.Exec(s.ctx, `UPDATE runlog_jobs SET lease_until = now() + $3 * interval '1 millisecond'
-		WHERE id = ANY($1) AND state = 1 AND node = $2`, ids, s.opts.Node, s.opts.Lease.Milliseconds())
-	if err != nil && s.ctx.Err() == nil {
-		s.log.Warn("pgstore: lease heartbeat failed; other nodes rescue these attempts if it keeps failing past the lease", "err", err, "attempts", len(ids), "lease", s.opts.Lease)
+// heartbeater renews, every Heartbeat, the leases of the attempts this
+// node claimed and has not finished, on a connection of its own, so that a
+// busy pool does not delay it past a lease.
+func (s *Store) heartbeater() {
+	defer s.loops.Done()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	t := time.NewTicker(s.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		ids := make([]int64, 0, len(s.inflight))
+		for id := range s.inflight {
+			ids = append(ids, int64(id))
+		}
+		s.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		var err error
+		if conn == nil {
+			conn, err = pgx.Connect(s.ctx, s.url)
+		}
+		if err == nil {
+			_, err = conn.Exec(s.ctx, `UPDATE runlog_jobs SET lease_until = clock_timestamp() + $3 * interval '1 millisecond'
+				WHERE id = ANY($1) AND state = 1 AND node = $2`, ids, s.opts.Node, s.opts.Lease.Milliseconds())
+		}
+		if err != nil && s.ctx.Err() == nil {
+			s.log.Warn("pgstore: lease heartbeat failed; other nodes rescue these attempts if it keeps failing past the lease", "err", err, "attempts", len(ids), "lease", s.opts.Lease)
+			if conn != nil {
+				conn.Close(context.Background())
+				conn = nil
+			}
+		}
 	}
 }
 

@@ -144,7 +144,6 @@ func TestSameAsEmbedded(t *testing.T) {
 		if _, err := pg.pool.Exec(ctx, "TRUNCATE runlog_jobs, runlog_breakers; ALTER SEQUENCE runlog_job_id RESTART"); err != nil {
 			rt.Fatal(err)
 		}
-		pg.breakerRows.Clear()
 		pg.invalidate()
 		now := int64(1_700_000_000_000)
 		em, err := embedded.Open(t.TempDir(), embedded.Options{
@@ -232,7 +231,7 @@ func TestSameAsEmbedded(t *testing.T) {
 					Error: "e", Output: []byte(rapid.StringN(0, 4, -1).Draw(rt, "output"))}
 				r := rapid.Uint32().Draw(rt, "r")
 				for _, s := range stores {
-					if err := s.Finish(ctx, now, func() uint32 { return r }, []store.Outcome{out}); err != nil {
+					if _, err := s.Finish(ctx, now, func() uint32 { return r }, []store.Outcome{out}, store.Limits{}); err != nil {
 						rt.Fatal(err)
 					}
 				}
@@ -405,13 +404,13 @@ func TestFencing(t *testing.T) {
 	// Node a's late success is fenced off, and so is a success for b's
 	// attempt reported by a.
 	late := []store.Outcome{{ID: cs[0].ID, Attempt: 1, Class: retry.Success, AfterMS: -1}, {ID: cs[0].ID, Attempt: 2, Class: retry.Success, AfterMS: -1}}
-	if err := a.Finish(ctx, 2100, func() uint32 { return 0 }, late); err != nil {
+	if _, err := a.Finish(ctx, 2100, func() uint32 { return 0 }, late, store.Limits{}); err != nil {
 		t.Fatalf("a fenced Finish must not fail: %v", err)
 	}
 	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Running || j.Attempts[0].Class != retry.Retryable {
 		t.Fatalf("after a's late outcome: %+v", j)
 	}
-	if err := b.Finish(ctx, 2200, func() uint32 { return 0 }, []store.Outcome{{ID: cs[0].ID, Attempt: 2, Class: retry.Success, AfterMS: -1}}); err != nil {
+	if _, err := b.Finish(ctx, 2200, func() uint32 { return 0 }, []store.Outcome{{ID: cs[0].ID, Attempt: 2, Class: retry.Success, AfterMS: -1}}, store.Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Succeeded || j.FinishedAt != 2200 {
@@ -520,10 +519,10 @@ func TestExpire(t *testing.T) {
 	ok := func(id uint64, class retry.Class) store.Outcome {
 		return store.Outcome{ID: id, Attempt: 1, Class: class, AfterMS: -1}
 	}
-	if err := s.Finish(ctx, 0, func() uint32 { return 0 }, []store.Outcome{ok(1, retry.Success), ok(2, retry.Permanent), ok(4, retry.Success)}); err != nil {
+	if _, err := s.Finish(ctx, 0, func() uint32 { return 0 }, []store.Outcome{ok(1, retry.Success), ok(2, retry.Permanent), ok(4, retry.Success)}, store.Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Finish(ctx, 2*day, func() uint32 { return 0 }, []store.Outcome{ok(3, retry.Success)}); err != nil {
+	if _, err := s.Finish(ctx, 2*day, func() uint32 { return 0 }, []store.Outcome{ok(3, retry.Success)}, store.Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
