@@ -42,12 +42,13 @@ func BenchmarkRawFdatasync(b *testing.B) {
 }
 
 // syncCounter counts group commits, for the records-per-sync metric.
-type syncCounter struct{ syncs, records atomic.Int64 }
+type syncCounter struct{ syncs, records, nanos atomic.Int64 }
 
 func (c *syncCounter) AttemptFinished(runlog.AttemptEvent) {}
 func (c *syncCounter) JournalSynced(e runlog.SyncEvent) {
 	c.syncs.Add(1)
 	c.records.Add(int64(e.Records))
+	c.nanos.Add(int64(e.Duration))
 }
 
 // report adds the records-per-sync metric.
@@ -55,6 +56,7 @@ func (c *syncCounter) report(b *testing.B) {
 	if s := c.syncs.Load(); s > 0 {
 		b.ReportMetric(float64(c.records.Load())/float64(s), "records/sync")
 		b.ReportMetric(float64(s), "syncs")
+		b.ReportMetric(float64(c.nanos.Load())/float64(s)/1e6, "ms/sync")
 	}
 }
 
@@ -103,8 +105,11 @@ func BenchmarkW1(b *testing.B) {
 
 		var done atomic.Int64
 		all := make(chan struct{})
+		var first atomic.Int64
 		cfg.Handlers = map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, []byte) error {
-			if done.Add(1) == n {
+			if d := done.Add(1); d == 1 {
+				first.Store(time.Now().UnixNano())
+			} else if d == n {
 				close(all)
 			}
 			return nil
@@ -116,8 +121,11 @@ func BenchmarkW1(b *testing.B) {
 		if r, err = runlog.Open(dir, cfg); err != nil {
 			b.Fatal(err)
 		}
+		opened := time.Since(start)
 		<-all
 		proc := time.Since(start)
+		b.ReportMetric(opened.Seconds(), "open-s")
+		b.ReportMetric(float64(n)/time.Since(time.Unix(0, first.Load())).Seconds(), "steady-jobs/s")
 		r.Close(context.Background())
 		b.ReportMetric(n/enq.Seconds(), "enqueue-jobs/s")
 		b.ReportMetric(n/proc.Seconds(), "process-jobs/s")

@@ -50,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -98,6 +99,7 @@ type Runner struct {
 	running       map[uint64]*flight  // guarded by mu
 	perTarget     map[string]int      // guarded by mu
 	cancelEarly   map[uint64]struct{} // guarded by mu: cancelled before its flight registered
+	shuttingDown  bool                // guarded by mu: Close gave up waiting; cancel every attempt
 }
 
 // flight is one attempt in progress.
@@ -157,7 +159,7 @@ func start(st store.Store, cfg Config) *Runner {
 	}
 	r.base, r.cancelBase = context.WithCancelCause(context.Background())
 	st.SetNotify(store.Notify{Wake: r.signal, CancelAttempt: r.cancelAttempt})
-	const finishers = 2 // one settles a batch while the next one gathers
+	const finishers = 1 // one batch per sync: it carries every outcome that ended during the last one
 	r.finishersDone.Add(finishers)
 	for range finishers {
 		go r.finisher()
@@ -176,6 +178,16 @@ func (r *Runner) cancelAttempt(id uint64) {
 		f.cancel(errJobCancelled)
 	} else {
 		r.cancelEarly[id] = struct{}{}
+	}
+}
+
+// cancelAll cancels every running attempt, and every one that starts later.
+func (r *Runner) cancelAll(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shuttingDown = true
+	for _, f := range r.running {
+		f.cancel(cause)
 	}
 }
 
@@ -338,7 +350,9 @@ func (r *Runner) startAttempt(c store.Claim) {
 	h := r.cfg.Handlers[c.Kind]
 	timeout := r.timeoutFor(c, h)
 	ac := &attemptCtx{info: AttemptInfo{JobID: c.ID, Attempt: int(c.Attempt), Kind: c.Kind, Target: c.Target}}
-	ctx, cancel := context.WithCancelCause(context.WithValue(r.base, attemptKey{}, ac))
+	// Not derived from a shared parent: thousands of attempts a second
+	// would contend on its children map. Close cancels them one by one.
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), attemptKey{}, ac))
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 
 	r.mu.Lock()
@@ -347,6 +361,9 @@ func (r *Runner) startAttempt(c store.Claim) {
 	if _, ok := r.cancelEarly[c.ID]; ok {
 		delete(r.cancelEarly, c.ID)
 		cancel(errJobCancelled)
+	}
+	if r.shuttingDown {
+		cancel(errShutdown)
 	}
 	r.mu.Unlock()
 
@@ -377,21 +394,25 @@ func (r *Runner) startAttempt(c store.Claim) {
 		}
 
 		r.mu.Lock()
-		r.inflight--
+		if !report {
+			r.inflight--
+		}
 		r.targetBlocked = false
 		delete(r.running, c.ID)
 		if r.perTarget[c.Target]--; r.perTarget[c.Target] <= 0 {
 			delete(r.perTarget, c.Target)
 		}
 		r.mu.Unlock()
-		r.signal()
 
 		if !report {
+			r.signal()
 			return
 		}
 		if obs := r.cfg.Observer; obs != nil {
 			obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: out.Class.String(), Duration: time.Since(began)})
 		}
+		// The slot goes with the outcome: the finisher reuses it for the next
+		// due job in the same durable write as the outcome.
 		r.outcomes <- out // never blocks: capacity Concurrency >= attempts in flight
 	}()
 }
@@ -435,32 +456,63 @@ func (r *Runner) finisher() {
 			r.settle(batch)
 			return
 		}
-	gather:
-		for len(batch) < maxFinishBatch {
-			select {
-			case o := <-r.outcomes:
-				batch = append(batch, o)
-			default:
-				break gather
-			}
-		}
+		r.gather(&batch)
 		r.settle(batch)
 		batch = batch[:0]
 	}
 }
 
-// settle records a batch of outcomes.
+// gatherWindow is how long a finisher waits for more outcomes while attempts
+// are still running, so that one sync covers the attempts that end together
+// instead of one sync for the first and another for the rest.
+var gatherWindow = 200 * time.Microsecond
+
+// gather adds to batch the outcomes that arrive within the gather window
+// (only while other attempts run, which may end in it).
+func (r *Runner) gather(batch *[]store.Outcome) {
+	deadline := time.Now().Add(gatherWindow)
+	for len(*batch) < maxFinishBatch {
+		select {
+		case o := <-r.outcomes:
+			*batch = append(*batch, o)
+			continue
+		default:
+		}
+		r.mu.Lock()
+		running := len(r.running)
+		r.mu.Unlock()
+		if running == 0 || !time.Now().Before(deadline) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// settle records a batch of outcomes and, in the same durable write, starts
+// due jobs on the slots those attempts held (none once the runner stops).
 func (r *Runner) settle(batch []store.Outcome) {
 	if len(batch) == 0 {
 		return
 	}
-	if err := r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, batch); err != nil {
+	lim := store.Limits{Max: len(batch), PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning}
+	select {
+	case <-r.stop:
+		lim.Max = 0
+	default:
+	}
+	claims, err := r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, batch, lim)
+	if err != nil {
+		r.release(len(batch))
 		if !errors.Is(err, store.ErrClosed) {
 			r.fail(err)
 		}
 		return
 	}
-	r.signal() // a retry may be due soon
+	r.release(len(batch) - len(claims))
+	for _, c := range claims {
+		r.startAttempt(c)
+	}
+	r.signal() // slots may be free, and a retry may be due soon
 }
 
 // usable reports why the runner takes no request, or nil.
@@ -500,7 +552,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		waitErr = ctx.Err()
-		r.cancelBase(errShutdown)
+		r.cancelAll(errShutdown)
 		// Handlers should return promptly once their context is cancelled;
 		// one that does not is abandoned and its job runs again after Open.
 		select {
@@ -511,6 +563,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	}
 	close(r.finishStop)
 	r.finishersDone.Wait()
+	r.cancelAll(errShutdown)
 	r.cancelBase(errShutdown)
 	if err := r.st.Close(); err != nil {
 		return err

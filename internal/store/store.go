@@ -124,8 +124,10 @@ type Store interface {
 	// deadline or budget fail, both durably and without being returned.
 	Claim(ctx context.Context, now int64, lim Limits) ([]Claim, error)
 	// Finish records the outcomes of claimed attempts (success, a retry at a
-	// later due time, or death with the reason) and returns once durable.
-	Finish(ctx context.Context, now int64, rnd func() uint32, outs []Outcome) error
+	// later due time, or death with the reason) and, in the same durable
+	// write, claims up to lim.Max due jobs as Claim does (the engine reuses
+	// the slots the finished attempts held); it returns once durable.
+	Finish(ctx context.Context, now int64, rnd func() uint32, outs []Outcome, lim Limits) ([]Claim, error)
 	// Cancel cancels a pending or running job; running reports whether an
 	// attempt of it is in flight (the engine then cancels the attempt).
 	Cancel(ctx context.Context, now int64, id uint64, reason string) (running bool, err error)

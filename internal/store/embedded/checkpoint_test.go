@@ -50,7 +50,7 @@ func workload(t testing.TB, s *Store, rng *rand.Rand, now int64, n int) {
 		for _, c := range cs {
 			outs = append(outs, store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: retry.Class(1 + rng.IntN(3)), AfterMS: -1, Error: "e"})
 		}
-		if err := s.Finish(ctx, now, rng.Uint32, outs); err != nil {
+		if _, err := s.Finish(ctx, now, rng.Uint32, outs, store.Limits{}); err != nil {
 			t.Fatal(err)
 		}
 		now++

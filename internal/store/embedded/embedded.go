@@ -208,9 +208,21 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 		s.mu.Unlock()
 		return nil, err
 	}
+	claims, ops := s.claimLocked(now, lim, nil)
+	wait := s.journalLocked(ops)
+	s.mu.Unlock()
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	return claims, nil
+}
+
+// claimLocked decides and applies the starts (and the deferrals and
+// failures) of due jobs within lim, appending the ops to ops. s.mu must be
+// held; the caller journals the ops.
+func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]store.Claim, []state.Op) {
 	var (
 		claims    []store.Claim
-		ops       []state.Op
 		perTarget map[string]int
 		held      bool
 		decisions int
@@ -234,7 +246,7 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 		}
 		op := s.st.Admit(job.ID, now)
 		// Apply now so that the next PeekDue sees this decision; the records
-		// are journaled below in the same order.
+		// are journaled in the same order.
 		ops = append(ops, op)
 		s.st.Apply(&ops[len(ops)-1])
 		if op.Kind != state.OpStart {
@@ -255,12 +267,7 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	if held {
 		s.st.ReleaseHeld()
 	}
-	wait := s.journalLocked(ops)
-	s.mu.Unlock()
-	if err := wait(); err != nil {
-		return nil, err
-	}
-	return claims, nil
+	return claims, ops
 }
 
 // journalLocked queues the records of ops, which are already applied, on the
@@ -299,13 +306,13 @@ func (s *Store) journalLocked(ops []state.Op) func() error {
 }
 
 // Finish implements store.Store.
-func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome) error {
+func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome, lim store.Limits) ([]store.Claim, error) {
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
-		return err
+		return nil, err
 	}
-	ops := make([]state.Op, 0, len(outs))
+	ops := make([]state.Op, 0, len(outs)+lim.Max)
 	for _, o := range outs {
 		op := s.st.Settle(o.ID, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rnd())
 		if op.Kind == 0 {
@@ -314,9 +321,16 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		ops = append(ops, op)
 		s.st.Apply(&ops[len(ops)-1])
 	}
+	var claims []store.Claim
+	if lim.Max > 0 {
+		claims, ops = s.claimLocked(now, lim, ops)
+	}
 	wait := s.journalLocked(ops)
 	s.mu.Unlock()
-	return wait()
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	return claims, nil
 }
 
 // Cancel implements store.Store.

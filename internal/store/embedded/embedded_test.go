@@ -128,9 +128,11 @@ func TestReplayEqualsLive(t *testing.T) {
 				claimed = append(claimed[:i], claimed[i+1:]...)
 				class := retry.Class(rapid.IntRange(int(retry.Success), int(retry.Unsafe)).Draw(rt, "class"))
 				out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: -1, Error: "e"}
-				if err := s.Finish(ctx, now, rnd, []store.Outcome{out}); err != nil {
+				more, err := s.Finish(ctx, now, rnd, []store.Outcome{out}, store.Limits{Max: rapid.IntRange(0, 2).Draw(rt, "reclaim")})
+				if err != nil {
 					rt.Fatal(err)
 				}
+				claimed = append(claimed, more...)
 			case 4:
 				id := rapid.Uint64Range(1, 20).Draw(rt, "cancel")
 				if _, err := s.Cancel(ctx, now, id, "c"); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrFinished) {
@@ -145,7 +147,7 @@ func TestReplayEqualsLive(t *testing.T) {
 		}
 		// Finish what runs, so that reopening has no attempt to requeue.
 		for _, c := range claimed {
-			if err := s.Finish(ctx, now, rnd, []store.Outcome{{ID: c.ID, Attempt: c.Attempt, Class: retry.Success, AfterMS: -1}}); err != nil {
+			if _, err := s.Finish(ctx, now, rnd, []store.Outcome{{ID: c.ID, Attempt: c.Attempt, Class: retry.Success, AfterMS: -1}}, store.Limits{}); err != nil {
 				rt.Fatal(err)
 			}
 		}
@@ -262,7 +264,7 @@ func TestDuplicateOutcomeIsIgnored(t *testing.T) {
 	out := store.Outcome{ID: cs[0].ID, Attempt: cs[0].Attempt, Class: retry.Success, AfterMS: -1}
 	rnd := func() uint32 { return 0 }
 	for range 2 {
-		if err := s.Finish(ctx, 1001, rnd, []store.Outcome{out}); err != nil {
+		if _, err := s.Finish(ctx, 1001, rnd, []store.Outcome{out}, store.Limits{}); err != nil {
 			t.Fatal(err)
 		}
 	}
