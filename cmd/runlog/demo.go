@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/runlog/runlog"
@@ -26,6 +28,7 @@ type demoFlags struct {
 	concurrency int
 	flakyRate   float64
 	maxWait     time.Duration
+	keep        bool
 }
 
 // simTarget is a simulated downstream on loopback that counts deliveries.
@@ -46,6 +49,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.concurrency, "concurrency", 64, "attempts running at once")
 	fs.Float64Var(&f.flakyRate, "flaky-rate", 0.2, "share of the flaky target's answers that are 503 with Retry-After")
 	fs.DurationVar(&f.maxWait, "max-wait", 90*time.Second, "give up (exit 1) if the jobs have not finished by then")
+	fs.BoolVar(&f.keep, "keep", false, "keep the server (API and dashboard) running after the summary, until Ctrl-C")
 	pos, code, ok := parseOrExit(fs, args, stderr)
 	if !ok {
 		return code
@@ -99,7 +103,7 @@ func demo(f demoFlags, stdout, stderr io.Writer) error {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}()
-	fmt.Fprintf(stdout, "runlog demo: server on %s, journal in %s\n", srv.URL(), dir)
+	fmt.Fprintf(stdout, "runlog demo: server on %s (dashboard at %s/), journal in %s\n", srv.URL(), srv.URL(), dir)
 	for _, t := range targets {
 		fmt.Fprintf(stdout, "  target %-8s %s (%.0f%% of jobs)\n", t.name, t.srv.URL, 100*t.share)
 	}
@@ -186,6 +190,12 @@ func demo(f demoFlags, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "  wall time     %v\n", wall.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "  throughput    %.0f jobs/s\n", float64(f.jobs)/wall.Seconds())
+	if f.keep {
+		fmt.Fprintf(stdout, "\nthe server keeps running: dashboard at %s/, API at %s/v1/jobs; Ctrl-C stops it\n", srv.URL(), srv.URL())
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		<-ctx.Done()
+		stop()
+	}
 	return nil
 }
 

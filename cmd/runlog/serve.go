@@ -31,6 +31,7 @@ type serveFlags struct {
 	maxBody                            byteSize
 	shutdownTimeout                    time.Duration
 	logFormat, logLevel                string
+	dashboard, dashboardReadOnly       bool
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -54,6 +55,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.maxBody = server.DefaultMaxBody
 	fs.Var(&f.maxBody, "max-body", "largest request body (and job payload), e.g. 1MiB")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, how long running attempts may finish")
+	fs.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard at /")
+	fs.BoolVar(&f.dashboardReadOnly, "dashboard-read-only", false, "hide the dashboard's actions (cancel, retry)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
@@ -110,10 +113,12 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 			Retry:             runlog.RetryPolicy{Attempts: f.retryAttempts, Base: f.retryBase, Cap: f.retryCap, Deadline: f.retryDeadline},
 			Breaker:           runlog.BreakerConfig{Threshold: f.breakerThreshold, Window: f.breakerWindow, Cooldown: f.breakerCooldown, Probes: f.breakerProbes},
 		},
-		Commands:   cmds,
-		AllowHosts: f.allowHosts,
-		MaxBody:    int64(f.maxBody),
-		Logger:     log,
+		Commands:          cmds,
+		AllowHosts:        f.allowHosts,
+		MaxBody:           int64(f.maxBody),
+		Logger:            log,
+		NoDashboard:       !f.dashboard,
+		DashboardReadOnly: f.dashboardReadOnly,
 	}, nil
 }
 

@@ -24,7 +24,7 @@ const DefaultMaxBody = 1 << 20
 // APIConfig configures an API.
 type APIConfig struct {
 	// Token, when not empty, is required as "Authorization: Bearer TOKEN"
-	// on every path but /healthz.
+	// on every path but /healthz (and those handed to Dashboard).
 	Token string
 	// MaxBody limits request bodies; larger ones get 413 and nothing is
 	// stored. Defaults to DefaultMaxBody.
@@ -33,6 +33,10 @@ type APIConfig struct {
 	Policy Policy
 	// Metrics, when not nil, is served at GET /metrics.
 	Metrics http.Handler
+	// Dashboard, when not nil, serves every path outside the API (/v1/...,
+	// /metrics, /healthz), e.g. the web dashboard at /. It does its own
+	// authentication with the same token.
+	Dashboard http.Handler
 	// Logger receives a line per failed request. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -102,15 +106,25 @@ func (a *API) routes() {
 	})
 }
 
-// ServeHTTP checks the token (every path but exactly /healthz) and routes
-// the request.
+// ServeHTTP hands paths outside the API to the dashboard (if any), checks
+// the token (every other path but exactly /healthz) and routes the request.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Dashboard != nil && !isAPIPath(r.URL.Path) {
+		a.cfg.Dashboard.ServeHTTP(w, r)
+		return
+	}
 	if a.cfg.Token != "" && r.URL.Path != "/healthz" && !a.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="runlog"`)
 		writeError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token> (the server's --token / RUNLOG_TOKEN)")
 		return
 	}
 	a.mux.ServeHTTP(w, r)
+}
+
+// isAPIPath reports whether path belongs to the API rather than the
+// dashboard.
+func isAPIPath(path string) bool {
+	return path == "/healthz" || path == "/metrics" || path == "/v1" || strings.HasPrefix(path, "/v1/")
 }
 
 // authorized compares the bearer token in constant time (over hashes, so

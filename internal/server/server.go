@@ -1,9 +1,11 @@
 // Package server is runlog serve: the JSON HTTP API over a runlog.Runner
 // (API), its Prometheus metrics (Metrics), and the process that opens the
-// journal, listens and shuts down gracefully (Start, Server.Shutdown).
+// journal, listens, serves the API and the web dashboard (package
+// dashboard, at /) and shuts down gracefully (Start, Server.Shutdown).
 //
 // Security: the server listens on loopback by default and refuses any other
-// address without a token; with a token every path but /healthz needs it;
+// address without a token; with a token every API path but /healthz needs
+// it as a bearer header (the dashboard asks for it at its login page);
 // request bodies and headers are bounded; no request value becomes a
 // filesystem path.
 package server
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/dashboard"
 	"github.com/runlog/runlog/internal/kinds"
 )
 
@@ -46,8 +49,8 @@ type Config struct {
 	// Addr is the listen address. Defaults to DefaultAddr. A port of 0
 	// picks a free port (see Server.Addr).
 	Addr string
-	// Token, when set, is required on every path but /healthz. Required
-	// when Addr is not a loopback address.
+	// Token, when set, is required on every API path but /healthz (and by
+	// the dashboard's login). Required when Addr is not a loopback address.
 	Token string
 	// Runner is the engine configuration; Handlers and Observer are set by
 	// Start (the built-in kinds and the metrics), MaxPayload defaults to
@@ -62,6 +65,11 @@ type Config struct {
 	MaxBody int64
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// NoDashboard leaves the web dashboard out; by default it is served at
+	// / (see package dashboard).
+	NoDashboard bool
+	// DashboardReadOnly hides the dashboard's actions (cancel, retry).
+	DashboardReadOnly bool
 	// ReadHeaderTimeout cuts off a client that has not sent its request
 	// headers in time (slowloris). Defaults to DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
@@ -102,13 +110,14 @@ func Start(cfg Config) (*Server, error) {
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
 	metrics := NewMetrics()
+	recorder := dashboard.NewRecorder()
 	rc := cfg.Runner
 	rc.Handlers = kinds.Handlers(kinds.Config{
 		Client:     kinds.NewClient(max(rc.Concurrency, 64)),
 		AllowHosts: cfg.AllowHosts,
 		Commands:   cfg.Commands,
 	})
-	rc.Observer = metrics
+	rc.Observer = observers{metrics, recorder}
 	if rc.Logger == nil {
 		rc.Logger = cfg.Logger
 	}
@@ -129,12 +138,19 @@ func Start(cfg Config) (*Server, error) {
 	if retry == (runlog.RetryPolicy{}) {
 		retry = DefaultRetry
 	}
+	var dash http.Handler
+	if !cfg.NoDashboard {
+		dash = dashboard.New(runner, dashboard.Options{
+			Token: cfg.Token, ReadOnly: cfg.DashboardReadOnly, Recorder: recorder, Logger: cfg.Logger,
+		})
+	}
 	api := NewAPI(runner, APIConfig{
-		Token:   cfg.Token,
-		MaxBody: cfg.MaxBody,
-		Policy:  Policy{AllowHosts: cfg.AllowHosts, Commands: cfg.Commands, Retry: retry},
-		Metrics: metrics.Handler(),
-		Logger:  cfg.Logger,
+		Token:     cfg.Token,
+		MaxBody:   cfg.MaxBody,
+		Policy:    Policy{AllowHosts: cfg.AllowHosts, Commands: cfg.Commands, Retry: retry},
+		Metrics:   metrics.Handler(),
+		Dashboard: dash,
+		Logger:    cfg.Logger,
 	})
 	s := &Server{
 		runner: runner,
@@ -201,6 +217,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	})
 	return s.closeErr
+}
+
+// observers fans the runner's events out to several observers.
+type observers []runlog.Observer
+
+// AttemptFinished passes e to every observer.
+func (o observers) AttemptFinished(e runlog.AttemptEvent) {
+	for _, ob := range o {
+		ob.AttemptFinished(e)
+	}
+}
+
+// JournalSynced passes e to every observer.
+func (o observers) JournalSynced(e runlog.SyncEvent) {
+	for _, ob := range o {
+		ob.JournalSynced(e)
+	}
 }
 
 // IsLoopback reports whether addr (host:port) listens only on loopback:

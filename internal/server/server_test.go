@@ -178,3 +178,55 @@ func TestSlowHeadersCutOff(t *testing.T) {
 	}
 	t.Fatal("a client trickling headers for 10 s was not cut off by a 200 ms ReadHeaderTimeout")
 }
+
+// TestDashboardMounted: runlog serve serves the dashboard at /, which does
+// its own login with the same token, while the API keeps its bearer check.
+func TestDashboardMounted(t *testing.T) {
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(url, token string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	for _, tc := range []struct {
+		path, token string
+		status      int
+		contentType string
+	}{
+		{"/", "tok", 200, "text/html"},
+		{"/jobs", "tok", 200, "text/html"},
+		{"/", "", http.StatusSeeOther, ""}, // to the login page
+		{"/v1/stats", "", 401, "application/json"},
+		{"/v1/stats", "tok", 200, "application/json"},
+		{"/v1/nothing", "tok", 404, "application/json"},
+		{"/metrics", "", 401, "application/json"},
+		{"/healthz", "", 200, "application/json"},
+	} {
+		resp := get(srv.URL()+tc.path, tc.token)
+		if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.contentType) {
+			t.Errorf("GET %s (token %q) = %d %s; want %d %s", tc.path, tc.token, resp.StatusCode, resp.Header.Get("Content-Type"), tc.status, tc.contentType)
+		}
+	}
+
+	plain, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", NoDashboard: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Shutdown(context.Background())
+	if resp := get(plain.URL()+"/", ""); resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("without the dashboard GET / = %d %s; want a JSON 404", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
