@@ -479,6 +479,7 @@ func TestTargetsStatsMetrics(t *testing.T) {
 		`runlog_journal_batch_records_bucket`,
 		`runlog_queue_lag_seconds `,
 		`runlog_pool_size 4`,
+		`runlog_attempts_in_flight 0`,
 	} {
 		if !bytes.Contains(text, []byte(line)) {
 			t.Errorf("/metrics lacks %q", line)

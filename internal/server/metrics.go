@@ -91,6 +91,8 @@ var (
 		"Jobs by state.", []string{"state"}, nil)
 	descPool = prometheus.NewDesc("runlog_pool_size",
 		"How many attempts may run at once.", nil, nil)
+	descInFlight = prometheus.NewDesc("runlog_attempts_in_flight",
+		"Attempts running now.", nil, nil)
 	descLag = prometheus.NewDesc("runlog_queue_lag_seconds",
 		"How long the oldest due job has waited past its due time.", nil, nil)
 	descBreaker = prometheus.NewDesc("runlog_breaker_state",
@@ -107,7 +109,7 @@ type statsCollector struct{ r *runlog.Runner }
 
 // Describe sends the descriptors of the Stats gauges (prometheus.Collector).
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descPool, descLag, descBreaker, descTargetFailures, descTargetJobs} {
+	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreaker, descTargetFailures, descTargetJobs} {
 		ch <- d
 	}
 }
@@ -134,6 +136,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descJobs, float64(st.n), st.state)
 	}
 	gauge(descPool, float64(s.PoolSize))
+	gauge(descInFlight, float64(s.InFlight))
 	gauge(descLag, queueLag(s.OldestDue, time.Now()).Seconds())
 	for _, t := range s.Targets {
 		for _, state := range breakerStates {

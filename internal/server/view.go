@@ -77,6 +77,8 @@ type Stats struct {
 	Failed    int `json:"failed"`
 	Cancelled int `json:"cancelled"`
 	PoolSize  int `json:"pool_size"`
+	// InFlight is how many attempts are running now.
+	InFlight int `json:"in_flight"`
 	// OldestDue is the due time of the oldest pending job that is due.
 	OldestDue time.Time `json:"oldest_due,omitzero"`
 	// QueueLagSeconds is how long that job has waited past its due time.
@@ -145,7 +147,7 @@ func payloadJSON(p []byte) json.RawMessage {
 func statsView(s runlog.Stats, now time.Time) Stats {
 	v := Stats{
 		Pending: s.Pending, Running: s.Running, Succeeded: s.Succeeded,
-		Failed: s.Failed, Cancelled: s.Cancelled, PoolSize: s.PoolSize,
+		Failed: s.Failed, Cancelled: s.Cancelled, PoolSize: s.PoolSize, InFlight: s.InFlight,
 		OldestDue: s.OldestDue, QueueLagSeconds: queueLag(s.OldestDue, now).Seconds(),
 		Targets: len(s.Targets),
 	}
