@@ -171,6 +171,32 @@ func (c *checkpointer) checkpoint() (CheckpointStats, error) {
 	if err != nil {
 		return CheckpointStats{}, c.fail(err)
 	}
+	return c.write(st, last, began)
+}
+
+// checkpointClosed snapshots the live state of a store that takes no more
+// changes: no second copy of the state is built. It first waits, with a
+// rotation queued behind every append, until all applied ops are durable.
+func (c *checkpointer) checkpointClosed(st *state.State) (CheckpointStats, error) {
+	c.work.Lock()
+	defer c.work.Unlock()
+	began := time.Now()
+	next, err := c.s.j.Rotate()
+	if err != nil {
+		return CheckpointStats{}, c.fail(err)
+	}
+	c.mu.Lock()
+	unchanged := next-1 == c.lastSeq
+	c.mu.Unlock()
+	if unchanged {
+		return CheckpointStats{}, nil
+	}
+	return c.write(st, next-1, began)
+}
+
+// write stores st, which covers journal records up to last, as a snapshot,
+// keeps the newest keepSnapshots and drops the segments before the oldest.
+func (c *checkpointer) write(st *state.State, last uint64, began time.Time) (CheckpointStats, error) {
 	body := st.AppendSnapshot(nil)
 	if _, err := snapshot.Write(c.fsys, c.dir, last, body); err != nil {
 		return CheckpointStats{}, c.fail(err)

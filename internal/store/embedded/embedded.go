@@ -528,7 +528,9 @@ func (s *Store) Close() error {
 	s.ckpt.wait()
 	var ckErr error
 	if failed == nil && s.ckpt.threshold > 0 {
-		_, ckErr = s.ckpt.checkpoint()
+		// No change can start now (closed is set), so the live state is
+		// stable once the appends already queued are durable.
+		_, ckErr = s.ckpt.checkpointClosed(s.st)
 	}
 	err := s.j.Close()
 	if errors.Is(err, journal.ErrClosed) {
