@@ -230,3 +230,31 @@ func TestDashboardMounted(t *testing.T) {
 		t.Errorf("without the dashboard GET / = %d %s; want a JSON 404", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
+
+// TestOversizeBodyDefaultLimit: a body over the default 1 MiB gets a 413
+// (not a broken connection) and nothing is stored.
+func TestOversizeBodyDefaultLimit(t *testing.T) {
+	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	body := `{"kind":"http","url":"http://127.0.0.1:1/x","body":"` + strings.Repeat("x", 3<<20) + `"}`
+	for range 3 {
+		resp, err := http.Post(srv.URL()+"/v1/jobs", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("3 MiB body = %d; want 413", resp.StatusCode)
+		}
+	}
+	st, err := srv.Runner().Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.Pending + st.Running + st.Succeeded + st.Failed + st.Cancelled; n != 0 {
+		t.Fatalf("%d jobs stored from oversize bodies", n)
+	}
+}
