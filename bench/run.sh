@@ -134,13 +134,25 @@ say "running the $plan plan (one line per run)"
 status=0
 "$work/benchrun" all -plan "$plan" -out "$work/results.jsonl" "${args[@]}" || status=$?
 
+printf '%s\n' "${servers[@]}" >"$work/servers.txt"
 out=$here/RESULTS.md
-if [ "$plan" = smoke ]; then out=${BENCH_OUT:-$work/RESULTS-smoke.md}; fi
-report_args=(-in "$work/results.jsonl" -machine "$work/machine.json" -out "$out" -plan "$plan")
+raw=$work
+if [ "$plan" = smoke ]; then
+	out=${BENCH_OUT:-$work/RESULTS-smoke.md}
+else
+	# Keep the raw results next to the report, so that it can be rendered
+	# again (with bench/results/ANALYSIS.md, written by hand) without a rerun:
+	#   go run ./cmd/benchrun report -in results/results.jsonl -machine results/machine.json \
+	#     -servers-file results/servers.txt -analysis results/ANALYSIS.md -out RESULTS.md
+	raw=$here/results
+	mkdir -p "$raw"
+	rm -f "$raw/ANALYSIS.md" # it was about the previous run
+	cp "$work/results.jsonl" "$work/machine.json" "$work/servers.txt" "$raw/" 2>/dev/null || true
+fi
+report_args=(-in "$raw/results.jsonl" -machine "$raw/machine.json" -servers-file "$raw/servers.txt" -out "$out" -plan "$plan")
 if [ "$plan" = smoke ]; then report_args+=(-command "bench/run.sh --smoke"); fi
 [ -n "$runlog_missing" ] && report_args+=(-runlog-missing "$runlog_missing")
-for s in "${servers[@]}"; do report_args+=(-server "$s"); done
-if [ -f "$work/results.jsonl" ]; then
+if [ -f "$raw/results.jsonl" ]; then
 	"$work/benchrun" report "${report_args[@]}"
 	say "wrote $out"
 	if [ "$plan" = smoke ]; then cat "$out"; fi

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/runlog/runlog/bench/internal/report"
 )
@@ -37,8 +38,28 @@ func cmdReport(args []string) error {
 	fs.StringVar(&info.RunlogMissing, "runlog-missing", "", "why runlog's column is missing, if it is")
 	fs.Var((*stringList)(&info.Notes), "note", "a note for the report (repeatable)")
 	fs.Var((*stringList)(&info.Servers), "server", "a server and its settings (repeatable)")
+	analysis := fs.String("analysis", "", "a Markdown file of analysis written by hand for these results")
+	serversFile := fs.String("servers-file", "", "a file with one -server line per line")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *serversFile != "" {
+		b, err := os.ReadFile(*serversFile)
+		if err != nil {
+			return err
+		}
+		for line := range strings.Lines(string(b)) {
+			if line = strings.TrimSpace(line); line != "" {
+				info.Servers = append(info.Servers, line)
+			}
+		}
+	}
+	if *analysis != "" {
+		b, err := os.ReadFile(*analysis)
+		if err != nil {
+			return err
+		}
+		info.Analysis = string(b)
 	}
 	rs, err := report.ReadResults(*in)
 	if err != nil {

@@ -27,6 +27,9 @@ type Info struct {
 	Notes []string
 	// Servers describes the servers started for the run.
 	Servers []string
+	// Analysis is Markdown written by hand about the numbers of this run
+	// (bench/ANALYSIS.md); empty for none.
+	Analysis string
 }
 
 // runlogLabel is the configuration the ratios are taken against.
@@ -59,6 +62,17 @@ func index(rs []harness.Result) *results {
 			x.labels = append(x.labels, r.Label)
 		}
 	}
+	// runlog's configurations first, then the peers in the order run.
+	slices.SortStableFunc(x.labels, func(a, b string) int {
+		ra, rb := strings.HasPrefix(a, runlogLabel), strings.HasPrefix(b, runlogLabel)
+		switch {
+		case ra && !rb:
+			return -1
+		case rb && !ra:
+			return 1
+		}
+		return 0
+	})
 	return x
 }
 
@@ -246,7 +260,7 @@ func Render(rs []harness.Result, info Info) string {
 	if runs := x.of(harness.W4, 0); len(runs) > 0 {
 		p("## W4: kill -9 of the worker midway, then restart (N = %d, concurrency %d)\n\n", firstN(runs), runs[0].Concurrency)
 		p("The worker process enqueues N jobs, runs them (each body sleeps %s so that jobs are in flight) and appends the job id to a ledger file (O_APPEND) before and after each body. The harness kills it with SIGKILL once half the jobs are done, restarts it, and watches the ledger until every job ran or the window passed. *In flight* = bodies started and not finished at the kill. *Not run* = jobs with no finished body when the window closed (for a system that rescues later than the window, these are late, not necessarily lost forever). *Ran twice* = jobs whose body finished twice (at-least-once delivery).\n\n", time.Duration(runs[0].BodyMillis*float64(time.Millisecond)))
-		p("| system | in flight at kill | not run by window end | ran twice | in-flight jobs ran again after restart | all jobs done after restart | window | peak RSS |\n")
+		p("| system | in flight at kill | not run by window end | ran twice | jobs started before the kill all ran again after | all jobs done after | window | peak RSS |\n")
 		p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range runs {
 			if r.Error != "" {
@@ -258,6 +272,9 @@ func Render(rs []harness.Result, info Info) string {
 		p("\n")
 	}
 
+	if info.Analysis != "" {
+		p("## Analysis\n\n%s\n\n", strings.TrimSpace(info.Analysis))
+	}
 	renderSettings(&b, x)
 	renderProblems(&b, x)
 	if len(info.Notes) > 0 {
@@ -325,7 +342,12 @@ func renderBar(b *strings.Builder, x *results) {
 		if !ok {
 			verdict = "**not met**"
 		}
-		p("- **W4 (%s):** %d not run, %d in flight at the kill ran again %s after the restart; %s.\n", r.Label, r.Lost, r.Interrupted, secs(r.RecoverSeconds), verdict)
+		again := "had not all run again by then"
+		if r.RecoverSeconds >= 0 {
+			again = fmt.Sprintf("had all run again %.2f s after the restart", r.RecoverSeconds)
+		}
+		p("- **W4 (%s):** %d of %d jobs not run by the end of the %.0f s window; the jobs started before the kill (%d in flight, %d finished but run again) %s; %s.\n",
+			r.Label, r.Lost, r.N, r.WindowSeconds, r.Interrupted, r.Twice, again, verdict)
 	}
 	p("\n")
 }
@@ -382,6 +404,9 @@ func renderSettings(b *strings.Builder, x *results) {
 				}
 				vals[s.Name] = os
 			}
+		}
+		if len(names) == 0 {
+			continue
 		}
 		p("- **%s**: ", label)
 		var parts []string

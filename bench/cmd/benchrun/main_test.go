@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/runlog/runlog/bench/internal/harness"
+)
+
+// TestMain lets the test binary act as benchrun: W4 re-executes
+// os.Executable() as "worker".
+func TestMain(m *testing.M) {
+	if os.Getenv("BENCHRUN_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Setenv("BENCHRUN_AS_MAIN", "1") // for the children
+	code := m.Run()
+	os.Exit(code)
+}
+
+// runCmd runs "benchrun run" with args in this process and returns the
+// result it prints.
+func runCmd(t *testing.T, args ...string) harness.Result {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	out := make(chan []byte)
+	go func() { b, _ := io.ReadAll(r); out <- b }()
+	runErr := cmdRun(append(args, "-dir", t.TempDir()))
+	os.Stdout = stdout
+	w.Close()
+	b := <-out
+	if runErr != nil {
+		t.Fatalf("run: %v", runErr)
+	}
+	var res harness.Result
+	if err := json.Unmarshal(bytes.TrimSpace(b), &res); err != nil {
+		t.Fatalf("run printed %q: %v", b, err)
+	}
+	if res.Error != "" {
+		t.Fatalf("run failed: %s", res.Error)
+	}
+	return res
+}
+
+// TestCrashRecoversEveryJob runs W4 end to end: real worker processes, a
+// real kill -9 and a real restart, on the systems that need no server.
+func TestCrashRecoversEveryJob(t *testing.T) {
+	systems := []string{"goqite"}
+	if _, err := harness.Lookup("runlog"); err == nil {
+		systems = append(systems, "runlog")
+	}
+	for _, sys := range systems {
+		t.Run(sys, func(t *testing.T) {
+			r := runCmd(t, "-system", sys, "-mode", "tuned", "-workload", "W4", "-n", "300", "-conc", "8", "-body", "5ms", "-window", "15s")
+			if r.Lost != 0 || r.AllDoneSeconds < 0 || r.RecoverSeconds < 0 {
+				t.Fatalf("W4 on %s: %d not run, all done after %v s, in-flight re-run after %v s; want 0 and both set", sys, r.Lost, r.AllDoneSeconds, r.RecoverSeconds)
+			}
+			if r.MaxRSSKiB <= 0 || len(r.Settings) == 0 {
+				t.Fatalf("W4 on %s: rss %d, %d settings; want both", sys, r.MaxRSSKiB, len(r.Settings))
+			}
+		})
+	}
+}
+
+func TestRunW1(t *testing.T) {
+	r := runCmd(t, "-system", "goqite", "-mode", "tuned", "-workload", "W1", "-n", "100", "-conc", "4")
+	if r.N != 100 || r.Missing != 0 || r.Duplicates != 0 || r.ProcessRate <= 0 || r.Label != "goqite tuned" {
+		t.Fatalf("W1: %+v", r)
+	}
+}
+
+func TestMatrix(t *testing.T) {
+	cfgs := configs("127.0.0.1:1", "127.0.0.1:2")
+	runs := matrix(cfgs, plans["full"])
+	count := map[string]int{}
+	for _, e := range runs {
+		count[e.workload]++
+		if e.workload == harness.W4 && strings.HasPrefix(e.cfg.label, "asynq-everysec") {
+			t.Errorf("W4 runs for %s, but killing the worker does not depend on Redis's fsync", e.cfg.label)
+		}
+		if e.workload == harness.W1 && e.cfg.system != "runlog" && e.n != 3000 {
+			t.Errorf("%s W1 N = %d, want the peers' 3000", e.cfg.label, e.n)
+		}
+	}
+	peers := len(cfgs)
+	crash := 0
+	for _, c := range cfgs {
+		if c.crash {
+			crash++
+			if c.system == "runlog" {
+				crash++ // default and tuned
+			}
+		}
+	}
+	want := map[string]int{harness.W1: 2 * peers, harness.W2: peers, harness.W3: peers, harness.W4: crash}
+	for w, n := range want {
+		if count[w] != n {
+			t.Errorf("%s runs = %d, want %d", w, count[w], n)
+		}
+	}
+}
+
+func TestProblem(t *testing.T) {
+	tests := []struct {
+		r    harness.Result
+		want bool
+	}{
+		{harness.Result{Workload: harness.W1}, false},
+		{harness.Result{Workload: harness.W1, Error: "boom"}, true},
+		{harness.Result{Workload: harness.W1, Duplicates: 1}, true},
+		{harness.Result{Workload: harness.W3, ExtraAttempts: 1}, true},
+		{harness.Result{Workload: harness.W4, System: "runlog", Lost: 1}, true},
+		// A peer that rescues after the window is reported, not a failure.
+		{harness.Result{Workload: harness.W4, System: "asynq", Lost: 1}, false},
+	}
+	for _, tt := range tests {
+		if got := problem(tt.r) != ""; got != tt.want {
+			t.Errorf("problem(%+v) = %v, want %v", tt.r, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package report
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/runlog/runlog/bench/internal/harness"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/RESULTS.golden.md")
+
+func testInfo() Info {
+	return Info{
+		Machine: Machine{
+			Date: "2026-11-30T10:00:00Z", CPUs: 2, CPUModel: "test CPU", Memory: "23.5 GiB", Kernel: "6.1.0",
+			GoVersion: "go1.26.8", Disk: "/dev/vda ext4", FsyncP50Micros: 450, FsyncP99Micros: 4000,
+			Modules: []harness.Setting{{Name: "github.com/riverqueue/river", Value: "v0.51.2"}},
+		},
+		Plan:     "full",
+		Command:  "bench/run.sh",
+		Servers:  []string{"PostgreSQL 15.18, fsync=on"},
+		Notes:    []string{"a note"},
+		Analysis: "Hand-written analysis.",
+	}
+}
+
+// TestRenderGolden pins the report's layout; run with -update after a
+// deliberate change and review the diff.
+func TestRenderGolden(t *testing.T) {
+	rs, err := ReadResults(filepath.Join("testdata", "results.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Render(rs, testInfo())
+	golden := filepath.Join("testdata", "RESULTS.golden.md")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run the test with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("Render differs from %s (run with -update to accept):\n%s", golden, got)
+	}
+}
+
+func TestRenderVerdicts(t *testing.T) {
+	rs, err := ReadResults(filepath.Join("testdata", "results.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Render(rs, testInfo())
+	for _, want := range []string{
+		// 60000 / 4000 = 15×: met.
+		"**W1 processing at 256:** runlog 60000 jobs/s vs best peer river-pg tuned 4000 jobs/s = 15.0×; **met**.",
+		// 5000 / 215 = 23×: met.
+		"= 23.3×; **met**",
+		// The failed peer run is shown as failed, not as zero.
+		"| goqite tuned | 3000 | failed: drain: only 10 of 3000 jobs succeeded within 2m0s |",
+		"NO: 0 missing, 1 twice, 1 extra attempts",
+		"- **W4 (runlog default):** 995 of 2000 jobs not run by the end of the 20 s window; the jobs started before the kill (3 in flight, 0 finished but run again) had not all run again by then; **not met**.",
+		"- **W4 (runlog tuned):** 0 of 2000 jobs not run by the end of the 20 s window; the jobs started before the kill (2 in flight, 1 finished but run again) had all run again 0.50 s after the restart; **met**.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestRenderShortfall(t *testing.T) {
+	rs := []harness.Result{
+		{Label: "runlog", System: "runlog", Workload: harness.W2, Concurrency: 64, CompleteRate: 5000},
+		{Label: "asynq tuned", System: "asynq", Workload: harness.W2, Concurrency: 64, CompleteRate: 1000},
+	}
+	got := Render(rs, Info{RunlogMissing: ""})
+	want := "**not met**: short by a factor of 2.0 (runlog would need 10000 jobs/s)"
+	if !strings.Contains(got, want) {
+		t.Fatalf("report lacks %q:\n%s", want, got)
+	}
+}
+
+func TestRatio(t *testing.T) {
+	tests := []struct {
+		a, b float64
+		want string
+	}{
+		{100, 1, "100×"},
+		{15, 1, "15.0×"},
+		{1, 2, "0.50×"},
+		{0, 2, "—"},
+		{2, 0, "—"},
+	}
+	for _, tt := range tests {
+		if got := Ratio(tt.a, tt.b); got != tt.want {
+			t.Errorf("Ratio(%v, %v) = %q, want %q", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestReadResultsLastRunWins(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	data := `{"label":"x","workload":"W2","concurrency":1,"complete_rate":1}
+{"label":"x","workload":"W2","concurrency":1,"complete_rate":2}
+`
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := ReadResults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := index(rs).of(harness.W2, 0)
+	if len(runs) != 1 || runs[0].CompleteRate != 2 {
+		t.Fatalf("runs = %+v, want the second one only", runs)
+	}
+	if err := os.WriteFile(path, []byte("{bad\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadResults(path); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("ReadResults of a bad line = %v, want an error naming line 1", err)
+	}
+}
