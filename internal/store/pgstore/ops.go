@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,6 +31,10 @@ const maxRequeue = 1000
 // jobCols are the columns scanRow reads, in order.
 const jobCols = `id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
 	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, node`
+
+// jobColsNoPayload are jobCols without the payload (read as NULL), for the
+// transactions that settle attempts and do not need it.
+var jobColsNoPayload = strings.Replace(jobCols, "payload", "NULL::bytea", 1)
 
 // scanRow reads the jobCols of one row.
 func scanRow(row pgx.Row) (*jobRow, error) {
@@ -451,8 +456,9 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 			return res, err
 		}
 		var (
-			b       pgx.Batch
-			stopped bool
+			b                 pgx.Batch
+			stopped           bool
+			startIDs, startNs []int64
 		)
 		for _, r := range due {
 			if len(res.claims) == lim.Max || decisions >= maxDecisionsPerClaim {
@@ -475,11 +481,8 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 			apply(r, &br.b, c, &op, s.opts.Node)
 			switch op.Kind {
 			case state.OpStart:
-				entry, _ := json.Marshal([]attempt{r.hist[len(r.hist)-1]})
-				b.Queue(`UPDATE runlog_jobs SET state = 1, started = $2, node = $3,
-					lease_until = clock_timestamp() + $4 * interval '1 millisecond',
-					history = (CASE WHEN jsonb_array_length(history) >= $5 THEN history - 0 ELSE history END) || $6::jsonb
-					WHERE id = $1`, int64(r.id), int64(r.started), s.opts.Node, leaseMS, state.MaxAttemptHistory, string(entry))
+				startIDs = append(startIDs, int64(r.id))
+				startNs = append(startNs, int64(op.Attempt))
 				res.claims = append(res.claims, store.Claim{
 					ID: r.id, Attempt: op.Attempt, Kind: r.spec.Kind, Target: target,
 					Payload: r.spec.Payload, TimeoutMS: r.spec.TimeoutMS,
@@ -497,6 +500,14 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 				decisions++
 				b.Queue("UPDATE runlog_jobs SET state = 3, finished_at = $2, reason = $3 WHERE id = $1", int64(r.id), op.At, op.Error)
 			}
+		}
+		if len(startIDs) > 0 {
+			b.Queue(`UPDATE runlog_jobs j SET state = 1, started = u.n, node = $3,
+					lease_until = clock_timestamp() + $4 * interval '1 millisecond',
+					history = (CASE WHEN jsonb_array_length(j.history) >= $5 THEN j.history - 0 ELSE j.history END)
+						|| jsonb_build_array(jsonb_build_object('n', u.n, 's', $6::bigint, 'node', $3::text))
+				FROM unnest($1::bigint[], $2::bigint[]) AS u(id, n) WHERE j.id = u.id`,
+				startIDs, startNs, s.opts.Node, leaseMS, state.MaxAttemptHistory, now)
 		}
 		if err := sendBatch(ctx, tx, &b); err != nil {
 			return res, err
@@ -548,10 +559,13 @@ func (s *Store) finishOutcomes(ctx context.Context, now int64, rnd func() uint32
 		rs[i] = rnd()
 		ids[i] = int64(outs[i].ID)
 	}
-	var fenced []store.Outcome
+	var (
+		fenced   []store.Outcome
+		requeued bool
+	)
 	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
 		fenced = fenced[:0]
-		rows, err := queryRows(ctx, tx, "SELECT "+jobCols+" FROM runlog_jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
+		rows, err := queryRows(ctx, tx, "SELECT "+jobColsNoPayload+" FROM runlog_jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
 		if err != nil {
 			return err
 		}
@@ -586,14 +600,19 @@ func (s *Store) finishOutcomes(ctx context.Context, now int64, rnd func() uint32
 			apply(r, &brs[r.spec.Target].b, s.opts.Circuit, &op, "")
 			changed[r] = true
 		}
-		return s.writeRows(ctx, tx, rows, changed, brs)
+		requeued, err = s.writeRows(ctx, tx, rows, changed, brs)
+		return err
 	})
 	s.mu.Lock()
 	for _, o := range outs {
 		delete(s.inflight, o.ID)
 	}
-	s.due.valid = false
-	s.due.gen++
+	if requeued || err != nil {
+		// A retry is pending again; successes and deaths leave the
+		// pending jobs, and so the next due time, as they were.
+		s.due.valid = false
+		s.due.gen++
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("pgstore: finish: %w", err)
@@ -606,28 +625,44 @@ func (s *Store) finishOutcomes(ctx context.Context, now int64, rnd func() uint32
 }
 
 // writeRows writes the changed rows (state, due, budget, reason, history)
-// and breakers, and NOTIFYs the nodes if anything changed.
-func (s *Store) writeRows(ctx context.Context, tx pgx.Tx, rows []*jobRow, changed map[*jobRow]bool, brs map[string]*breakerRow) error {
-	var b pgx.Batch
+// and breakers and reports whether a job became pending again (a retry), in
+// which case it NOTIFYs the nodes: their next due time may have moved.
+func (s *Store) writeRows(ctx context.Context, tx pgx.Tx, rows []*jobRow, changed map[*jobRow]bool, brs map[string]*breakerRow) (requeued bool, err error) {
+	var (
+		b                            pgx.Batch
+		ids, due, finished           []int64
+		states                       []int16
+		fails                        []int32
+		lastErrs, reasons, histories []string
+	)
 	for _, r := range rows {
 		if !changed[r] {
 			continue
 		}
 		hist, err := json.Marshal(r.hist)
 		if err != nil {
-			return err
+			return false, err
 		}
-		b.Queue(`UPDATE runlog_jobs SET state = $2, due = $3, finished_at = $4, fails = $5, last_error = $6,
-			reason = $7, history = $8::jsonb, lease_until = CASE WHEN $2::smallint = 1 THEN lease_until END
-			WHERE id = $1`, int64(r.id), int16(r.st), r.due, r.finishedAt, int32(r.fails), r.lastError, r.reason, string(hist))
+		requeued = requeued || r.st == state.Pending
+		ids, due, finished = append(ids, int64(r.id)), append(due, r.due), append(finished, r.finishedAt)
+		states, fails = append(states, int16(r.st)), append(fails, int32(r.fails))
+		lastErrs, reasons, histories = append(lastErrs, r.lastError), append(reasons, r.reason), append(histories, string(hist))
+	}
+	if len(ids) > 0 {
+		b.Queue(`UPDATE runlog_jobs j SET state = u.state, due = u.due, finished_at = u.finished, fails = u.fails,
+				last_error = u.last_error, reason = u.reason, history = u.history::jsonb,
+				lease_until = CASE WHEN u.state = 1 THEN j.lease_until END
+			FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8::text[])
+				AS u(id, state, due, finished, fails, last_error, reason, history)
+			WHERE j.id = u.id`, ids, states, due, finished, fails, lastErrs, reasons, histories)
 	}
 	if err := queueBreakerWrites(&b, brs); err != nil {
-		return err
+		return false, err
 	}
-	if b.Len() > 0 {
+	if requeued {
 		b.Queue("SELECT pg_notify($1, '')", chanWake)
 	}
-	return sendBatch(ctx, tx, &b)
+	return requeued, sendBatch(ctx, tx, &b)
 }
 
 // Rescue requeues, as failed attempts (the seed's orphan rule), up to
@@ -648,7 +683,7 @@ func (s *Store) Rescue(ctx context.Context) (int, error) {
 func (s *Store) requeue(ctx context.Context, where string, args []any, why string) (int, error) {
 	var n int
 	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
-		rows, err := queryRows(ctx, tx, "SELECT "+jobCols+" FROM runlog_jobs WHERE "+where+
+		rows, err := queryRows(ctx, tx, "SELECT "+jobColsNoPayload+" FROM runlog_jobs WHERE "+where+
 			fmt.Sprintf(" ORDER BY id LIMIT %d FOR UPDATE SKIP LOCKED", maxRequeue), args...)
 		if err != nil {
 			return err
@@ -678,7 +713,8 @@ func (s *Store) requeue(ctx context.Context, where string, args []any, why strin
 			apply(r, &brs[r.spec.Target].b, s.opts.Circuit, &op, "")
 			changed[r] = true
 		}
-		return s.writeRows(ctx, tx, rows, changed, brs)
+		_, err = s.writeRows(ctx, tx, rows, changed, brs)
+		return err
 	})
 	if err != nil {
 		return 0, err
