@@ -530,3 +530,41 @@ func TestPaging(t *testing.T) {
 		t.Errorf("search k-11: %d rows, want 10", n)
 	}
 }
+
+func TestStatsShared(t *testing.T) {
+	b := setup(t, Options{})
+	clk := &manualClock{t: time.Now()}
+	b.h().now = clk.now
+	count := func() string {
+		t.Helper()
+		_, body := b.get("/")
+		i := strings.Index(body, `data-count="pending">`)
+		if i < 0 {
+			t.Fatal("no pending count on the overview")
+		}
+		rest := body[i+len(`data-count="pending">`):]
+		return rest[:strings.Index(rest, "<")]
+	}
+	if got := count(); got != "0" {
+		t.Fatalf("pending %s, want 0", got)
+	}
+	id := b.enqueue("ok", runlog.RunIn(time.Hour))
+	if got := count(); got != "0" {
+		t.Errorf("within StatsTTL the overview shows %s pending: want the shared value 0", got)
+	}
+	clk.advance(StatsTTL)
+	if got := count(); got != "1" {
+		t.Errorf("after StatsTTL the overview shows %s pending, want 1", got)
+	}
+	// An action drops the shared value: its result shows at once.
+	b.post(fmt.Sprintf("/jobs/%d/cancel", id), nil)
+	if got := count(); got != "0" {
+		t.Errorf("after a cancel the overview shows %s pending, want 0", got)
+	}
+	// A clock that steps back does not pin a stale value.
+	b.enqueue("ok", runlog.RunIn(time.Hour))
+	clk.advance(-time.Hour)
+	if got := count(); got != "1" {
+		t.Errorf("after the clock stepped back the overview shows %s pending, want 1", got)
+	}
+}

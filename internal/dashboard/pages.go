@@ -98,7 +98,7 @@ type overviewData struct {
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
-	st, err := h.runner.Stats(r.Context())
+	st, err := h.stats(r.Context())
 	if err != nil {
 		h.engineError(w, r, err)
 		return
@@ -217,7 +217,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, failedPage bool) 
 		h.engineError(w, r, err)
 		return
 	}
-	st, err := h.runner.Stats(r.Context())
+	st, err := h.stats(r.Context())
 	if err != nil {
 		h.engineError(w, r, err)
 		return
@@ -293,7 +293,7 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 		h.engineError(w, r, err)
 		return
 	}
-	st, err := h.runner.Stats(r.Context())
+	st, err := h.stats(r.Context())
 	if err != nil {
 		h.engineError(w, r, err)
 		return
@@ -367,7 +367,7 @@ type targetView struct {
 }
 
 func (h *handler) targets(w http.ResponseWriter, r *http.Request) {
-	st, err := h.runner.Stats(r.Context())
+	st, err := h.stats(r.Context())
 	if err != nil {
 		h.engineError(w, r, err)
 		return

@@ -1,0 +1,341 @@
+package dashboard_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/runlog/runlog/internal/server"
+)
+
+// chromiumPath finds Debian's chromium (or RUNLOG_CHROMIUM).
+func chromiumPath() string {
+	if p := os.Getenv("RUNLOG_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// e2eTarget is the downstream the e2e jobs call: /ok/N answers 200, /bad/N
+// answers 400 (a permanent failure) until fixed is set, then 200.
+type e2eTarget struct {
+	*httptest.Server
+	fixed atomic.Bool
+}
+
+func newE2ETarget(t *testing.T) *e2eTarget {
+	tg := &e2eTarget{}
+	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/bad/") && !tg.fixed.Load() {
+			http.Error(w, "bad request: order "+strings.TrimPrefix(r.URL.Path, "/bad/")+" is not known here", http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(tg.Close)
+	return tg
+}
+
+// startDashboardServer gives the e2e test a runlog server with the dashboard
+// at / and the API at /v1/: the real binary ("runlog serve") when the
+// command mounts the dashboard, else server.Start in the test.
+func startDashboardServer(t *testing.T) string {
+	if base, ok := startBinary(t); ok {
+		return base
+	}
+	srv, err := server.Start(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv.URL()
+}
+
+// startBinary builds ./cmd/runlog and runs "runlog serve" if the command
+// mounts this package (go list says whether it imports it); ok is false
+// when it does not, or RUNLOG_E2E_INPROCESS is set (no build: quicker).
+func startBinary(t *testing.T) (base string, ok bool) {
+	if os.Getenv("RUNLOG_E2E_INPROCESS") != "" {
+		return "", false
+	}
+	const cmdPkg = "github.com/runlog/runlog/cmd/runlog"
+	deps, err := exec.Command("go", "list", "-deps", cmdPkg).Output()
+	if err != nil || !strings.Contains(string(deps), "github.com/runlog/runlog/internal/dashboard\n") {
+		t.Logf("runlog serve does not mount the dashboard: testing server.Start in the test")
+		return "", false
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "runlog")
+	if out, err := exec.Command("go", "build", "-o", bin, cmdPkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", cmdPkg, err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "serve", "--data", filepath.Join(dir, "data"), "--addr", addr)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("runlog serve logs:\n%s", logs.String())
+		}
+	})
+	base = "http://" + addr
+	waitUntil(t, 20*time.Second, "runlog serve answers /healthz", func() bool {
+		res, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	t.Logf("testing the dashboard of the real binary (%s serve)", bin)
+	return base, true
+}
+
+// waitUntil polls cond until it holds or d passes.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting until %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// apiStats is GET /v1/stats.
+type apiStats struct {
+	Pending, Running, Succeeded, Failed, Cancelled int
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("GET %s: %d %s", url, res.StatusCode, b)
+	}
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// TestBrowser drives the dashboard in headless Chromium against a real
+// server: the counts shown match the API's, a failed job is opened and
+// retried by a click, and it runs again and succeeds. It saves a PNG of each
+// page to RUNLOG_SCREENSHOTS (or a temporary directory).
+func TestBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test: skipped in -short mode")
+	}
+	chromium := chromiumPath()
+	if chromium == "" {
+		t.Skip("chromium is not installed: apt-get install -y chromium (CI runs .ci/install-chromium.sh) or set RUNLOG_CHROMIUM")
+	}
+	shots := os.Getenv("RUNLOG_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	} else if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	target := newE2ETarget(t)
+	base := startDashboardServer(t)
+
+	// Six jobs that succeed and three that the target refuses (400).
+	enqueue := func(path, key string) uint64 {
+		body, _ := json.Marshal(map[string]any{
+			"kind": "http", "url": target.URL + path, "method": "POST", "key": key,
+			"headers": map[string]string{"Content-Type": "application/json"},
+			"body":    fmt.Sprintf(`{"order":%q,"amount":42}`, key),
+			"retry":   map[string]any{"attempts": 3, "base": "10ms", "cap": "50ms"},
+		})
+		res, err := http.Post(base+"/v1/jobs", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var c struct{ ID uint64 }
+		if res.StatusCode != http.StatusCreated {
+			b, _ := io.ReadAll(res.Body)
+			t.Fatalf("enqueue %s: %d %s", path, res.StatusCode, b)
+		}
+		if err := json.NewDecoder(res.Body).Decode(&c); err != nil {
+			t.Fatalf("enqueue %s: %v", path, err)
+		}
+		return c.ID
+	}
+	for i := range 6 {
+		enqueue(fmt.Sprintf("/ok/%d", i), fmt.Sprintf("order-ok-%d", i))
+	}
+	for i := range 3 {
+		enqueue(fmt.Sprintf("/bad/%d", i), fmt.Sprintf("order-bad-%d", i))
+	}
+	var st apiStats
+	waitUntil(t, 20*time.Second, "6 jobs succeeded and 3 failed", func() bool {
+		getJSON(t, base+"/v1/stats", &st)
+		return st.Succeeded == 6 && st.Failed == 3
+	})
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	if err := chromedp.Do(browser); err != nil { // starts the browser
+		t.Fatalf("start chromium %s: %v", chromium, err)
+	}
+	ctx, cancel := context.WithTimeout(browser, 45*time.Second)
+	defer cancel()
+
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		path := filepath.Join(shots, "dashboard-"+name+".png")
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
+
+	// Overview: the counts are the API's.
+	do("open the overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-count="failed"]`)))
+	getJSON(t, base+"/v1/stats", &st)
+	for state, want := range map[string]int{"pending": st.Pending, "running": st.Running, "succeeded": st.Succeeded, "failed": st.Failed, "cancelled": st.Cancelled} {
+		if got := text(fmt.Sprintf(`[data-count=%q]`, state)); got != strconv.Itoa(want) {
+			t.Errorf("overview shows %s %s, the API says %d", got, state, want)
+		}
+	}
+	do("show the refresh control", chromedp.WaitVisible(chromedp.CSS("#pause-refresh")))
+	shot("overview")
+
+	do("open the jobs page", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(chromedp.CSS("#jobs-table")))
+	rows, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll("#jobs-table tbody tr[data-job]")))
+	if err != nil || len(rows) != 9 {
+		t.Errorf("jobs page lists %d jobs (%v), want 9", len(rows), err)
+	}
+	shot("jobs")
+
+	do("open the targets page", chromedp.Navigate(base+"/targets"), chromedp.WaitVisible(chromedp.CSS("#targets-table")))
+	shot("targets")
+
+	// Failed: open a failed job, retry it once the target accepts it.
+	do("open the failed page", chromedp.Navigate(base+"/failed"), chromedp.WaitVisible(chromedp.CSS("#jobs-table")))
+	shot("failed")
+	do("open a failed job", chromedp.Click(chromedp.CSS("#jobs-table tbody tr[data-job] td a")), chromedp.WaitVisible(chromedp.CSS("#retry-button")))
+	if got := text("#job-state"); got != "failed" {
+		t.Fatalf("the job opened from the failed page is %q", got)
+	}
+	if got := text("#job-reason"); !strings.Contains(got, "400") {
+		t.Errorf("the failed job's reason %q does not name the 400", got)
+	}
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := strconv.ParseUint(loc[strings.LastIndex(loc, "/")+1:], 10, 64)
+	if err != nil {
+		t.Fatalf("job page URL %q: %v", loc, err)
+	}
+	shot("job")
+
+	target.fixed.Store(true)
+	do("click retry", chromedp.Click(chromedp.CSS("#retry-button")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	if got := text("#flash"); !strings.Contains(got, "will run again") {
+		t.Errorf("after retry the page says %q", got)
+	}
+	// The page refreshes itself while the job is pending or running.
+	waitUntil(t, 20*time.Second, "the job page shows the retried job succeeded", func() bool { return text("#job-state") == "succeeded" })
+	attempts, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll("#attempts tbody tr[data-attempt]")))
+	if err != nil || len(attempts) != 2 {
+		t.Errorf("the job page shows %d attempts (%v), want 2 (the refused one and the retry)", len(attempts), err)
+	}
+	shot("job-retried")
+
+	var j struct {
+		State   string
+		History []struct{ Outcome string }
+	}
+	getJSON(t, fmt.Sprintf("%s/v1/jobs/%d", base, id), &j)
+	if j.State != "succeeded" || len(j.History) != 2 || j.History[1].Outcome != "success" {
+		t.Errorf("the API says job %d is %s with %+v, want succeeded on its second attempt", id, j.State, j.History)
+	}
+	getJSON(t, base+"/v1/stats", &st)
+	if st.Succeeded != 7 || st.Failed != 2 {
+		t.Errorf("after the retry the API counts %d succeeded, %d failed; want 7, 2", st.Succeeded, st.Failed)
+	}
+	do("overview after the retry", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-count="failed"]`)))
+	if got := text(`[data-count="failed"]`); got != "2" {
+		t.Errorf("overview shows %s failed after the retry, want 2", got)
+	}
+}
