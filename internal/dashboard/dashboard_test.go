@@ -28,7 +28,7 @@ func TestPages(t *testing.T) {
 		want []string // substrings of the body
 		not  []string
 	}{
-		{"/", []string{`data-count="succeeded">1<`, `data-count="failed">2<`, `data-count="pending">1<`, "Attempts per minute", `<svg class="chart"`, "Queue lag", "Pause auto-refresh", `hx-trigger="every 5s"`}, nil},
+		{"/", []string{`data-count="succeeded">1<`, `data-count="failed">2<`, `data-count="pending">1<`, "Attempts per minute", `<svg class="chart"`, "Queue lag", "Pause auto-refresh", `hx-trigger="every 5s"`, "of 2 targets"}, nil},
 		{"/jobs", []string{fmt.Sprintf(`href="/jobs/%d"`, ok), fmt.Sprintf(`href="/jobs/%d"`, bad), fmt.Sprintf(`href="/jobs/%d"`, future), "order-7", `action="/actions/bulk"`}, nil},
 		{"/jobs?state=failed", []string{fmt.Sprintf(`href="/jobs/%d"`, bad), "400 Bad Request"}, []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}},
 		{"/jobs?q=order-7", []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}, []string{fmt.Sprintf(`href="/jobs/%d"`, bad)}},

@@ -94,7 +94,10 @@ type overviewData struct {
 	Stats          runlog.Stats
 	Lag            time.Duration // queue lag; 0 when nothing due is waiting
 	Open, HalfOpen []runlog.TargetStats
-	hourChart      // Chart nil without a Recorder
+	// Targets counts the targets the runner lists (breaker history) and
+	// those the Recorder saw in the last hour.
+	Targets   int
+	hourChart // Chart nil without a Recorder
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
@@ -115,7 +118,17 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 			d.HalfOpen = append(d.HalfOpen, t)
 		}
 	}
+	known := make(map[string]bool, len(st.Targets))
+	for _, t := range st.Targets {
+		known[t.Target] = true
+	}
+	d.Targets = len(known)
 	if h.opts.Recorder != nil {
+		for _, t := range h.opts.Recorder.Targets() {
+			if !known[t] {
+				d.Targets++
+			}
+		}
 		d.hourChart = newHourChart(h.opts.Recorder.LastHour(), 600, 140)
 	}
 	h.render(w, r, http.StatusOK, "overview", pageData{Title: "Overview", Nav: "overview", Data: d})
