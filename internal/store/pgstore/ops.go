@@ -375,9 +375,7 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	gen := s.due.gen
-	s.mu.Unlock()
+	gen := s.dueGen()
 	var res claimResult
 	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
 		var err error
@@ -387,20 +385,33 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
+	s.claimed(gen, res)
+	return res.claims, nil
+}
+
+// dueGen returns the generation of the cached next due time.
+func (s *Store) dueGen() uint64 {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.due.gen
+}
+
+// claimed records the attempts of a committed claim as in flight (for the
+// heartbeat) and updates the cached next due time: when the claim looked at
+// every due job (and no invalidation came since gen), it knows the next due
+// time without asking the database again.
+func (s *Store) claimed(gen uint64, res claimResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, c := range res.claims {
 		s.inflight[c.ID] = struct{}{}
 	}
 	if res.exhausted && s.due.gen == gen {
-		// Every due job was decided here or is held: the cache need not
-		// ask the database before the next notification or poll.
 		s.due.valid, s.due.at, s.due.has = true, res.next, res.hasNext
 	} else {
 		s.due.valid = false
 		s.due.gen++
 	}
-	s.mu.Unlock()
-	return res.claims, nil
 }
 
 // claimResult is what one claim transaction decided.
@@ -541,87 +552,6 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 		}
 	}
 	return res, nil
-}
-
-// finishOutcomes records outcomes for Finish. An outcome is recorded only if its attempt
-// is still open and was started by this node (fencing): an attempt that was
-// rescued after this node missed its lease has ended already, and its late
-// outcome is logged and dropped.
-func (s *Store) finishOutcomes(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome) error {
-	if err := s.usable(); err != nil {
-		return err
-	}
-	// One draw per outcome, in order, as the embedded store does; drawn
-	// once, so that a transaction that runs again decides the same.
-	rs := make([]uint32, len(outs))
-	ids := make([]int64, len(outs))
-	for i := range outs {
-		rs[i] = rnd()
-		ids[i] = int64(outs[i].ID)
-	}
-	var (
-		fenced   []store.Outcome
-		requeued bool
-	)
-	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
-		fenced = fenced[:0]
-		rows, err := queryRows(ctx, tx, "SELECT "+jobColsNoPayload+" FROM runlog_jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
-		if err != nil {
-			return err
-		}
-		byID := make(map[uint64]*jobRow, len(rows))
-		targets := make([]string, len(rows))
-		for i, r := range rows {
-			byID[r.id] = r
-			targets[i] = r.spec.Target
-		}
-		mayFail := make(map[string]bool)
-		for _, o := range outs {
-			if r := byID[o.ID]; r != nil && (!o.Class.Valid() || o.Class.BreakerFailed()) {
-				mayFail[r.spec.Target] = true
-			}
-		}
-		brs := make(map[string]*breakerRow)
-		if err := s.loadBreakers(ctx, tx, targets, mayFail, brs); err != nil {
-			return err
-		}
-		changed := make(map[*jobRow]bool)
-		for i, o := range outs {
-			r := byID[o.ID]
-			var a *attempt
-			if r != nil {
-				a = r.open(o.Attempt)
-			}
-			if a == nil || a.Node != s.opts.Node {
-				fenced = append(fenced, o)
-				continue
-			}
-			op := settle(r, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
-			apply(r, &brs[r.spec.Target].b, s.opts.Circuit, &op, "")
-			changed[r] = true
-		}
-		requeued, err = s.writeRows(ctx, tx, rows, changed, brs)
-		return err
-	})
-	s.mu.Lock()
-	for _, o := range outs {
-		delete(s.inflight, o.ID)
-	}
-	if requeued || err != nil {
-		// A retry is pending again; successes and deaths leave the
-		// pending jobs, and so the next due time, as they were.
-		s.due.valid = false
-		s.due.gen++
-	}
-	s.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("pgstore: finish: %w", err)
-	}
-	for _, o := range fenced {
-		s.log.Warn("pgstore: outcome dropped: the attempt is no longer this node's (its lease expired and it was requeued, or the job is gone)",
-			"job", o.ID, "attempt", o.Attempt, "class", o.Class.String(), "node", s.opts.Node)
-	}
-	return nil
 }
 
 // writeRows writes the changed rows (state, due, budget, reason, history)

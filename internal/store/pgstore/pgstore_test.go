@@ -108,6 +108,22 @@ func dump(t testing.TB, s store.Store) (all []jobView, desc []uint64, targets []
 	return all, desc, targets, st
 }
 
+// sameClaims fails rt unless the claims are equal (empty payloads alike).
+func sameClaims(rt *rapid.T, what string, want, got []store.Claim) {
+	if len(got) != len(want) {
+		rt.Fatalf("%s: embedded %+v, postgres %+v", what, want, got)
+	}
+	for k := range got {
+		g, w := got[k], want[k]
+		if len(g.Payload) == 0 && len(w.Payload) == 0 {
+			g.Payload, w.Payload = nil, nil
+		}
+		if !reflect.DeepEqual(g, w) {
+			rt.Fatalf("%s %d: embedded %+v, postgres %+v", what, k, w, g)
+		}
+	}
+}
+
 // errClass names which store sentinel err is, for comparison.
 func errClass(err error) string {
 	for _, e := range []error{store.ErrNotFound, store.ErrFinished, store.ErrNotFailed, store.ErrClosed} {
@@ -203,19 +219,8 @@ func TestSameAsEmbedded(t *testing.T) {
 					}
 					if i == 0 {
 						want = got
-						continue
-					}
-					if len(got) != len(want) {
-						rt.Fatalf("claim: embedded %+v, postgres %+v", want, got)
-					}
-					for k := range got {
-						g, w := got[k], want[k]
-						if len(g.Payload) == 0 && len(w.Payload) == 0 {
-							g.Payload, w.Payload = nil, nil
-						}
-						if !reflect.DeepEqual(g, w) {
-							rt.Fatalf("claim %d: embedded %+v, postgres %+v", k, w, g)
-						}
+					} else {
+						sameClaims(rt, "claim", want, got)
 					}
 				}
 				claimed = append(claimed, want...)
@@ -230,11 +235,20 @@ func TestSameAsEmbedded(t *testing.T) {
 				out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: rapid.SampledFrom([]int64{-1, -1, 50}).Draw(rt, "after"),
 					Error: "e", Output: []byte(rapid.StringN(0, 4, -1).Draw(rt, "output"))}
 				r := rapid.Uint32().Draw(rt, "r")
-				for _, s := range stores {
-					if _, err := s.Finish(ctx, now, func() uint32 { return r }, []store.Outcome{out}, store.Limits{}); err != nil {
+				lim := store.Limits{Max: rapid.IntRange(0, 2).Draw(rt, "reclaim")}
+				var want []store.Claim
+				for i, s := range stores {
+					got, err := s.Finish(ctx, now, func() uint32 { return r }, []store.Outcome{out}, lim)
+					if err != nil {
 						rt.Fatal(err)
 					}
+					if i == 0 {
+						want = got
+					} else {
+						sameClaims(rt, "finish's claim", want, got)
+					}
 				}
+				claimed = append(claimed, want...)
 			case 5:
 				id := rapid.Uint64Range(1, 20).Draw(rt, "cancel")
 				var want string

@@ -1,0 +1,173 @@
+package pgstore
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// openNodes opens n stores (nodes) on one fresh database.
+func openNodes(t *testing.T, n int) []*Store {
+	t.Helper()
+	first, url := openTest(t, Options{Node: "n0"})
+	nodes := []*Store{first}
+	for i := 1; i < n; i++ {
+		s, err := Open(context.Background(), url, Options{Node: "n" + string(rune('0'+i)), Circuit: testCircuit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		nodes = append(nodes, s)
+	}
+	return nodes
+}
+
+// TestConcurrentClaimsStartEachJobOnce: nodes claiming the same due jobs at
+// once (SKIP LOCKED) start each job exactly once.
+func TestConcurrentClaimsStartEachJobOnce(t *testing.T) {
+	ctx := context.Background()
+	nodes := openNodes(t, 3)
+	const n = 600
+	jobs := make([]store.NewJob, n)
+	for i := range jobs {
+		jobs[i] = store.NewJob{Due: 1000, Spec: state.Spec{Kind: "k", Target: "t", Policy: retry.DefaultPolicy()}}
+	}
+	if _, err := nodes[0].Enqueue(ctx, 1000, jobs); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		started = make(map[uint64]int)
+		wg      sync.WaitGroup
+	)
+	for _, s := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				cs, err := s.Claim(ctx, 1000, store.Limits{Max: 7})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(cs) == 0 {
+					return
+				}
+				outs := make([]store.Outcome, len(cs))
+				mu.Lock()
+				for i, c := range cs {
+					started[c.ID]++
+					outs[i] = store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: retry.Success, AfterMS: -1}
+				}
+				mu.Unlock()
+				if _, err := s.Finish(ctx, 1001, func() uint32 { return 0 }, outs, store.Limits{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(started) != n {
+		t.Fatalf("%d jobs started, want %d", len(started), n)
+	}
+	for id, k := range started {
+		if k != 1 {
+			t.Fatalf("job %d started %d times", id, k)
+		}
+	}
+	st, err := nodes[1].Stats(ctx)
+	if err != nil || st.Counts.Succeeded != n {
+		t.Fatalf("stats %+v %v, want %d succeeded", st, err, n)
+	}
+}
+
+// TestBreakerSharedByNodes: failures recorded by one node open the target's
+// breaker for every node: another node defers the target's jobs, counting no
+// attempt, until the cooldown ends.
+func TestBreakerSharedByNodes(t *testing.T) {
+	ctx := context.Background()
+	nodes := openNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	spec := state.Spec{Kind: "k", Target: "down", Policy: retry.Policy{Attempts: 5, BaseMS: 1, CapMS: 1}}
+	var jobs []store.NewJob
+	for range 4 {
+		jobs = append(jobs, store.NewJob{Due: 1000, Spec: spec})
+	}
+	if _, err := a.Enqueue(ctx, 1000, jobs); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := a.Claim(ctx, 1000, store.Limits{Max: testCircuit.Threshold})
+	if err != nil || len(cs) != testCircuit.Threshold {
+		t.Fatalf("claim on a: %v %v", cs, err)
+	}
+	var outs []store.Outcome
+	for _, c := range cs {
+		outs = append(outs, store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: retry.Retryable, AfterMS: -1, Error: "503"})
+	}
+	if _, err := a.Finish(ctx, 1010, func() uint32 { return 0 }, outs, store.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	targets, err := b.Targets(ctx)
+	if err != nil || len(targets) != 1 || targets[0].Breaker.State != retry.Open || targets[0].Breaker.Until != 1010+testCircuit.CooldownMS {
+		t.Fatalf("breaker seen by b: %+v %v", targets, err)
+	}
+	if cs, err := b.Claim(ctx, 1100, store.Limits{Max: 10}); err != nil || len(cs) != 0 {
+		t.Fatalf("claim on b while open: %v %v", cs, err)
+	}
+	j, err := b.Job(ctx, 4)
+	if err != nil || j.State != state.Pending || j.Started != 0 || j.Due != 1010+testCircuit.CooldownMS {
+		t.Fatalf("job deferred by b: %+v %v", j, err)
+	}
+	// After the cooldown one probe is admitted, on whichever node asks.
+	if cs, err := b.Claim(ctx, 1010+testCircuit.CooldownMS, store.Limits{Max: 10}); err != nil || len(cs) != 1 {
+		t.Fatalf("claim on b after the cooldown: %v %v", cs, err)
+	}
+	if targets, _ := a.Targets(ctx); len(targets) != 1 || targets[0].Breaker.State != retry.HalfOpen || targets[0].Breaker.Busy != 1 {
+		t.Fatalf("breaker seen by a after b's probe: %+v", targets)
+	}
+}
+
+// TestConcurrentKeys: nodes enqueueing the same idempotency key at once
+// get one job; every node answers its id.
+func TestConcurrentKeys(t *testing.T) {
+	ctx := context.Background()
+	nodes := openNodes(t, 3)
+	for round := range 20 {
+		key := "order-" + string(rune('a'+round))
+		ids := make([]store.Enqueued, len(nodes))
+		var wg sync.WaitGroup
+		for i, s := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := s.Enqueue(ctx, 1000, []store.NewJob{{Due: 1000, Spec: state.Spec{Kind: "k", Target: "t", Key: key, Policy: retry.DefaultPolicy()}}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids[i] = res[0]
+			}()
+		}
+		wg.Wait()
+		fresh := 0
+		for _, e := range ids {
+			if e.ID != ids[0].ID {
+				t.Fatalf("key %s: ids %+v, want one job", key, ids)
+			}
+			if !e.Existing {
+				fresh++
+			}
+		}
+		if fresh != 1 {
+			t.Fatalf("key %s: %d enqueues added the job, want 1: %+v", key, fresh, ids)
+		}
+	}
+	if st, err := nodes[0].Stats(ctx); err != nil || st.Counts.Pending != 20 {
+		t.Fatalf("stats %+v %v, want 20 pending", st, err)
+	}
+}
