@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -123,6 +124,17 @@ func (s *State) Check() error {
 	}
 	if recount != s.counts {
 		return fmt.Errorf("counts %+v, recount %+v", s.counts, recount)
+	}
+	load := make(map[string]Counts)
+	for _, j := range s.jobs {
+		if j.State == Pending || j.State == Running {
+			c := load[j.Spec.Target]
+			c.add(j.State, 1)
+			load[j.Spec.Target] = c
+		}
+	}
+	if got := s.TargetLoad(); !maps.Equal(got, load) || len(s.load) != len(load) {
+		return fmt.Errorf("per-target load %v, recount %v", got, load)
 	}
 	if len(s.heap)+held != s.counts.Pending || len(s.running) != s.counts.Running {
 		return fmt.Errorf("heap %d + held %d, running set %d; counts %+v", len(s.heap), held, len(s.running), s.counts)

@@ -160,7 +160,7 @@ func FromSnapshot(cfg Config, b []byte) (*State, error) {
 			break
 		}
 		s.jobs = append(s.jobs, j)
-		s.counts.add(st, 1)
+		s.count(sp.Target, st, 1)
 		if sp.Key != "" {
 			s.keys[sp.Key] = j.ID
 		}

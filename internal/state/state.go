@@ -60,6 +60,10 @@ type State struct {
 	lastTarget string
 	nextID     uint64
 	counts     Counts
+	load       map[string]*Counts // pending and running jobs per target, maintained
+	// lastLoad caches load[lastLoadTarget]: runs of one target are common.
+	lastLoad       *Counts
+	lastLoadTarget string
 }
 
 // New returns an empty state.
@@ -69,6 +73,7 @@ func New(cfg Config) *State {
 		keys:     make(map[string]uint64),
 		breakers: make(map[string]retry.Breaker),
 		names:    make(map[string]string),
+		load:     make(map[string]*Counts),
 		nextID:   1,
 	}
 }
@@ -126,7 +131,7 @@ func (s *State) expire(op *Op) {
 				if k := j.Spec.Key; k != "" && s.keys[k] == j.ID {
 					delete(s.keys, k)
 				}
-				s.counts.add(j.State, -1)
+				s.count(j.Spec.Target, j.State, -1)
 				continue
 			}
 		}
@@ -170,7 +175,7 @@ func (s *State) enqueue(op *Op) {
 	}
 	s.nextID = max(s.nextID, op.ID+1)
 	s.heap.push(j)
-	s.counts.Pending++
+	s.count(a.spec.Target, Pending, 1)
 }
 
 // intern returns the state's copy of name, so that jobs share one string per
@@ -279,8 +284,8 @@ func (s *State) finish(j *Job, st JobState, at int64, reason string) {
 }
 
 func (s *State) setState(j *Job, st JobState) {
-	s.counts.add(j.State, -1)
-	s.counts.add(st, 1)
+	s.count(j.Spec.Target, j.State, -1)
+	s.count(j.Spec.Target, st, 1)
 	j.State = st
 }
 
@@ -437,29 +442,39 @@ func (s *State) Targets(fn func(target string, b retry.Breaker) bool) {
 
 // TargetLoad returns, per target, how many jobs are pending (held ones
 // included) and running; only the Pending and Running fields are set, and
-// targets with neither are absent. It walks the pending and running jobs,
-// O(pending + running), so it suits a dashboard or a metrics scrape, not a
-// hot path.
+// targets with neither are absent. The counts are maintained as jobs change
+// state, so it costs O(targets), not a walk of the jobs.
 func (s *State) TargetLoad() map[string]Counts {
-	load := make(map[string]Counts)
-	for _, j := range s.heap {
-		c := load[j.Spec.Target]
-		c.Pending++
-		load[j.Spec.Target] = c
-	}
-	for _, j := range s.held {
-		if j.held {
-			c := load[j.Spec.Target]
-			c.Pending++
-			load[j.Spec.Target] = c
+	load := make(map[string]Counts, len(s.load))
+	for t, c := range s.load {
+		if c.Pending != 0 || c.Running != 0 {
+			load[t] = Counts{Pending: c.Pending, Running: c.Running}
 		}
 	}
-	for _, j := range s.running {
-		c := load[j.Spec.Target]
-		c.Running++
-		load[j.Spec.Target] = c
-	}
 	return load
+}
+
+// count adds d jobs of target in state st to the counts, overall and per
+// target.
+func (s *State) count(target string, st JobState, d int) {
+	s.counts.add(st, d)
+	if st != Pending && st != Running {
+		return
+	}
+	c := s.lastLoad
+	if c == nil || s.lastLoadTarget != target {
+		c = s.load[target]
+		if c == nil {
+			c = &Counts{}
+			s.load[target] = c
+		}
+		s.lastLoad, s.lastLoadTarget = c, target
+	}
+	c.add(st, d)
+	if c.Pending == 0 && c.Running == 0 {
+		delete(s.load, target)
+		s.lastLoad = nil
+	}
 }
 
 // Counts returns how many jobs are in each state, in O(1).
