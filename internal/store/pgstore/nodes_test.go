@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
@@ -169,5 +170,55 @@ func TestConcurrentKeys(t *testing.T) {
 	}
 	if st, err := nodes[0].Stats(ctx); err != nil || st.Counts.Pending != 20 {
 		t.Fatalf("stats %+v %v, want 20 pending", st, err)
+	}
+}
+
+// TestRescueOfLastAttemptFails: a job whose last attempt's node stopped
+// renewing its lease is requeued as a failed attempt, and the next claim
+// fails it as spent, with the reason, never silently.
+func TestRescueOfLastAttemptFails(t *testing.T) {
+	ctx := context.Background()
+	a, url := openTest(t, Options{Node: "a", Lease: 100 * time.Millisecond, Heartbeat: 50 * time.Millisecond, RescueEvery: time.Hour})
+	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 3000 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 1, BaseMS: 1, CapMS: 1}}
+	if _, err := a.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := a.Claim(ctx, 1000, store.Limits{Max: 1})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	// While a heartbeats, its lease holds.
+	time.Sleep(300 * time.Millisecond)
+	if n, err := b.Rescue(ctx); err != nil || n != 0 {
+		t.Fatalf("rescue of a heartbeating node: %d %v", n, err)
+	}
+	a.mu.Lock()
+	delete(a.inflight, cs[0].ID) // a stops renewing the lease
+	a.mu.Unlock()
+	waitRescue := time.Now().Add(10 * time.Second)
+	for {
+		n, err := b.Rescue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(waitRescue) {
+			t.Fatal("the expired lease was not rescued")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if cs, err := b.Claim(ctx, 3000, store.Limits{Max: 1}); err != nil || len(cs) != 0 {
+		t.Fatalf("claim of a spent job: %v %v", cs, err)
+	}
+	j, err := b.Job(ctx, cs[0].ID)
+	if err != nil || j.State != state.Failed || j.Reason != "gave up after 1 attempts: interrupted: node a stopped renewing its lease during attempt 1" {
+		t.Fatalf("spent job: %+v %v", j, err)
 	}
 }
