@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"pgregory.net/rapid"
 
 	"github.com/runlog/runlog/internal/journal"
@@ -20,7 +22,19 @@ import (
 	"github.com/runlog/runlog/retry"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// TestMain runs the tests on a throwaway server (or RUNLOG_TEST_POSTGRES_URL)
+// and then checks that no store left a goroutine behind (listener,
+// heartbeat, rescuer, poller, pool).
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind by closed stores:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 var testCircuit = retry.Circuit{Threshold: 3, WindowMS: 1000, CooldownMS: 500, Probes: 1}
 
