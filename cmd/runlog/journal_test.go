@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +15,19 @@ import (
 	"github.com/runlog/runlog/internal/journal"
 )
 
-// buildJournal writes a journal of n pending jobs with the engine and
-// returns its directory and the segment file's path.
-func buildJournal(t *testing.T, n int) (dir, seg string) {
+// journalLayout is what a test needs to know of a journal directory: its
+// segment files, oldest first, and where each record lies.
+type journalLayout struct {
+	segs    []string
+	records []journal.Position
+	lens    []int
+}
+
+// buildJournal writes a journal of n pending jobs with the engine (however
+// it lays out segments) and returns its directory and layout.
+func buildJournal(t *testing.T, n int) (string, journalLayout) {
 	t.Helper()
-	dir = t.TempDir()
+	dir := t.TempDir()
 	r, err := runlog.Open(dir, runlog.Config{Handlers: map[string]runlog.Handler{
 		"noop": runlog.Handle(func(context.Context, json.RawMessage) error { return nil }),
 	}})
@@ -32,35 +42,52 @@ func buildJournal(t *testing.T, n int) (dir, seg string) {
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
-	if err != nil || len(segs) != 1 {
-		t.Fatalf("want one segment in %s, got %v (%v)", dir, segs, err)
-	}
-	return dir, segs[0]
+	return dir, layout(t, dir)
 }
 
-func TestJournalVerifyExitCodes(t *testing.T) {
-	dir, seg := buildJournal(t, 20)
-	var (
-		last    journal.Position
-		lastLen int
-	)
+func layout(t *testing.T, dir string) journalLayout {
+	t.Helper()
+	var l journalLayout
+	var err error
+	if l.segs, err = filepath.Glob(filepath.Join(dir, "*.seg")); err != nil || len(l.segs) == 0 {
+		t.Fatalf("no segment in %s (%v)", dir, err)
+	}
+	sort.Strings(l.segs) // zero-padded indexes: name order is index order
 	if err := journal.Scan(nil, dir, journal.Options{}, func(pos journal.Position, rec []byte) error {
-		last, lastLen = pos, len(rec)
+		l.records = append(l.records, pos)
+		l.lens = append(l.lens, len(rec))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	end := last.Offset + journal.FrameHeaderSize + int64(lastLen+7)&^7 // frames are 8-byte aligned
+	return l
+}
 
+// segPath is the file of segment index.
+func (l journalLayout) segPath(index uint64) string {
+	return filepath.Join(filepath.Dir(l.segs[0]), fmt.Sprintf("%020d.seg", index))
+}
+
+func TestJournalVerifyExitCodes(t *testing.T) {
+	dir, l := buildJournal(t, 20)
+	total := len(l.records)
+	if total < 20 {
+		t.Fatalf("the journal has %d records; want the 20 enqueues at least", total)
+	}
+	records := fmt.Sprintf("records: %d\n", total)
 	code, out, errOut := runCLI(t, nil, "journal", "verify", dir)
-	if code != exitOK || !strings.Contains(out, "records: 20") || !strings.Contains(out, "ok") {
-		t.Fatalf("clean journal: exit %d\n%s%s", code, out, errOut)
+	if code != exitOK || !strings.Contains(out, records) || !strings.Contains(out, "ok") {
+		t.Fatalf("clean journal: exit %d; want 0 and %q\n%s%s", code, records, out, errOut)
 	}
 
 	// A torn tail: a group commit whose fdatasync never returned left half
-	// a frame after the last record.
-	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+	// a frame after the newest segment's last record.
+	newest := l.segs[len(l.segs)-1]
+	end := int64(journal.HeaderSize)
+	if last := len(l.records) - 1; l.segPath(l.records[last].Segment) == newest {
+		end = l.records[last].Offset + journal.FrameHeaderSize + int64(l.lens[last]+7)&^7 // frames are 8-byte aligned
+	}
+	f, err := os.OpenFile(newest, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +104,7 @@ func TestJournalVerifyExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut = runCLI(t, nil, "journal", "verify", dir)
-	if code != exitTorn || !strings.Contains(out, "torn tail") || !strings.Contains(out, "opening the journal") || !strings.Contains(out, seg) {
+	if code != exitTorn || !strings.Contains(out, "torn tail") || !strings.Contains(out, "opening the journal") || !strings.Contains(out, newest) {
 		t.Fatalf("torn tail: exit %d; want %d naming the file and the repair\n%s%s", code, exitTorn, out, errOut)
 	}
 	// Opening the journal repairs it; verify is then clean with every record.
@@ -89,17 +116,29 @@ func TestJournalVerifyExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut = runCLI(t, nil, "journal", "verify", dir)
-	if code != exitOK || !strings.Contains(out, "records: 20") {
+	if code != exitOK {
 		t.Fatalf("after the repair: exit %d\n%s%s", code, out, errOut)
 	}
 
-	// Corruption: a flipped byte in the first record, valid records after it.
+	// Corruption: a flipped byte in a record that has valid records after
+	// it in the same segment.
+	l = layout(t, dir)
+	victim := -1
+	for i := 0; i+1 < len(l.records); i++ {
+		if l.records[i].Segment == l.records[i+1].Segment {
+			victim = i
+			break
+		}
+	}
+	if victim < 0 {
+		t.Fatal("no segment holds two records")
+	}
+	seg := l.segPath(l.records[victim].Segment)
 	data, err := os.ReadFile(seg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := journal.HeaderSize + journal.FrameHeaderSize + 2
-	data[off] ^= 0x40
+	data[l.records[victim].Offset+journal.FrameHeaderSize+2] ^= 0x40
 	if err := os.WriteFile(seg, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -117,21 +156,23 @@ func TestJournalVerifyExitCodes(t *testing.T) {
 }
 
 func TestJournalDump(t *testing.T) {
-	dir, _ := buildJournal(t, 5)
+	dir, l := buildJournal(t, 5)
 	code, out, errOut := runCLI(t, nil, "journal", "dump", dir)
 	if code != exitOK {
 		t.Fatalf("dump: exit %d %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) < 5 {
-		t.Fatalf("dump printed %d lines; want at least the 5 enqueues\n%s", len(lines), out)
+	if len(lines) != len(l.records) {
+		t.Fatalf("dump printed %d lines; want one per record (%d)\n%s", len(lines), len(l.records), out)
 	}
 	enqueues := 0
-	for i, l := range lines {
-		if !strings.HasPrefix(l, "seq=") || !strings.Contains(l, " segment=") || !strings.Contains(l, " offset=") || !strings.Contains(l, " op=") {
-			t.Errorf("line %d %q lacks seq, segment, offset or op", i, l)
+	for i, line := range lines {
+		pos := l.records[i]
+		prefix := fmt.Sprintf("seq=%d segment=%d offset=%d op=", pos.Seq, pos.Segment, pos.Offset)
+		if !strings.HasPrefix(line, prefix) {
+			t.Errorf("line %d %q; want it to start %q", i, line, prefix)
 		}
-		if strings.Contains(l, `kind="noop"`) && strings.Contains(l, `payload="{\"i\":`) {
+		if strings.Contains(line, `kind="noop"`) && strings.Contains(line, `payload="{\"i\":`) {
 			enqueues++
 		}
 	}
