@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -183,13 +184,17 @@ func TestBrowser(t *testing.T) {
 	base := startDashboardServer(t)
 
 	// Six jobs that succeed and three that the target refuses (400).
-	enqueue := func(path, key string) uint64 {
-		body, _ := json.Marshal(map[string]any{
+	enqueue := func(path, key string, runAt time.Time) uint64 {
+		req := map[string]any{
 			"kind": "http", "url": target.URL + path, "method": "POST", "key": key,
 			"headers": map[string]string{"Content-Type": "application/json"},
 			"body":    fmt.Sprintf(`{"order":%q,"amount":42}`, key),
 			"retry":   map[string]any{"attempts": 3, "base": "10ms", "cap": "50ms"},
-		})
+		}
+		if !runAt.IsZero() {
+			req["run_at"] = runAt.Format(time.RFC3339)
+		}
+		body, _ := json.Marshal(req)
 		res, err := http.Post(base+"/v1/jobs", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -206,10 +211,10 @@ func TestBrowser(t *testing.T) {
 		return c.ID
 	}
 	for i := range 6 {
-		enqueue(fmt.Sprintf("/ok/%d", i), fmt.Sprintf("order-ok-%d", i))
+		enqueue(fmt.Sprintf("/ok/%d", i), fmt.Sprintf("order-ok-%d", i), time.Time{})
 	}
 	for i := range 3 {
-		enqueue(fmt.Sprintf("/bad/%d", i), fmt.Sprintf("order-bad-%d", i))
+		enqueue(fmt.Sprintf("/bad/%d", i), fmt.Sprintf("order-bad-%d", i), time.Time{})
 	}
 	var st apiStats
 	waitUntil(t, 20*time.Second, "6 jobs succeeded and 3 failed", func() bool {
@@ -241,6 +246,31 @@ func TestBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(browser, 45*time.Second)
 	defer cancel()
 
+	// Every console error (a script error, a refused Content-Security-Policy,
+	// a failed request) fails the test.
+	var consoleMu sync.Mutex
+	var consoleErrors []string
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
+				consoleMu.Lock()
+				consoleErrors = append(consoleErrors, m.Text)
+				consoleMu.Unlock()
+			}
+		}
+	}()
+	defer func() {
+		consoleMu.Lock()
+		defer consoleMu.Unlock()
+		for _, e := range consoleErrors {
+			t.Errorf("browser console: %s", e)
+		}
+	}()
+
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
@@ -254,6 +284,13 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("text of %s: %v", sel, err)
 		}
 		return strings.TrimSpace(s)
+	}
+	// textIs is for polling a part of the page that htmx replaces now and
+	// then: a node swapped out between the lookup and the read is a miss,
+	// not an error.
+	textIs := func(sel, want string) bool {
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		return err == nil && strings.TrimSpace(s) == want
 	}
 	shot := func(name string) {
 		t.Helper()
@@ -278,11 +315,26 @@ func TestBrowser(t *testing.T) {
 	}
 	do("show the refresh control", chromedp.WaitVisible(chromedp.CSS("#pause-refresh")))
 	shot("overview")
+	// The overview refreshes itself (htmx, every 5 s): a job enqueued now
+	// (due in an hour) shows up without a reload.
+	later := enqueue("/ok/later", "order-later", time.Now().Add(time.Hour))
+	waitUntil(t, 15*time.Second, "the overview refreshes to 1 pending job", func() bool { return textIs(`[data-count="pending"]`, "1") })
+	if _, err := http.Post(fmt.Sprintf("%s/v1/jobs/%d/cancel", base, later), "application/json", strings.NewReader(`{"reason":"e2e"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The pause control is remembered by the browser.
+	do("pause auto-refresh", chromedp.Click(chromedp.CSS("#pause-refresh")))
+	paused, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.getItem("runlog.refreshPaused")`))
+	if err != nil || paused != "1" {
+		t.Errorf("pausing stored %q (%v), want \"1\"", paused, err)
+	}
+	do("resume auto-refresh", chromedp.Click(chromedp.CSS("#pause-refresh")))
+	getJSON(t, base+"/v1/stats", &st)
 
 	do("open the jobs page", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(chromedp.CSS("#jobs-table")))
 	rows, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll("#jobs-table tbody tr[data-job]")))
-	if err != nil || len(rows) != 9 {
-		t.Errorf("jobs page lists %d jobs (%v), want 9", len(rows), err)
+	if err != nil || len(rows) != 10 {
+		t.Errorf("jobs page lists %d jobs (%v), want 10", len(rows), err)
 	}
 	shot("jobs")
 
@@ -315,7 +367,7 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("after retry the page says %q", got)
 	}
 	// The page refreshes itself while the job is pending or running.
-	waitUntil(t, 20*time.Second, "the job page shows the retried job succeeded", func() bool { return text("#job-state") == "succeeded" })
+	waitUntil(t, 20*time.Second, "the job page shows the retried job succeeded", func() bool { return textIs("#job-state", "succeeded") })
 	attempts, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll("#attempts tbody tr[data-attempt]")))
 	if err != nil || len(attempts) != 2 {
 		t.Errorf("the job page shows %d attempts (%v), want 2 (the refused one and the retry)", len(attempts), err)
@@ -334,8 +386,19 @@ func TestBrowser(t *testing.T) {
 	if st.Succeeded != 7 || st.Failed != 2 {
 		t.Errorf("after the retry the API counts %d succeeded, %d failed; want 7, 2", st.Succeeded, st.Failed)
 	}
-	do("overview after the retry", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-count="failed"]`)))
-	if got := text(`[data-count="failed"]`); got != "2" {
-		t.Errorf("overview shows %s failed after the retry, want 2", got)
+
+	// The other two: tick them all on the failed page and retry them.
+	do("open the failed page again", chromedp.Navigate(base+"/failed"), chromedp.WaitVisible(chromedp.CSS("#select-all")))
+	do("select all and retry", chromedp.Click(chromedp.CSS("#select-all")), chromedp.Click(chromedp.CSS("#bulk-retry")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	if got := text("#flash"); got != "Retried 2 jobs." {
+		t.Errorf("after the bulk retry the page says %q, want \"Retried 2 jobs.\"", got)
+	}
+	waitUntil(t, 20*time.Second, "every job succeeded", func() bool {
+		getJSON(t, base+"/v1/stats", &st)
+		return st.Succeeded == 9 && st.Failed == 0
+	})
+	do("overview after the retries", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-count="failed"]`)))
+	if got := text(`[data-count="failed"]`); got != "0" {
+		t.Errorf("overview shows %s failed after the retries, want 0", got)
 	}
 }
