@@ -32,13 +32,16 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		res      claimResult
 	)
 	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
-		var err error
+		var (
+			err error
+			brs = make(map[string]*breakerRow)
+		)
 		res = claimResult{}
-		fenced, requeued, err = s.settleTx(ctx, tx, now, rs, outs)
+		fenced, requeued, err = s.settleTx(ctx, tx, now, rs, outs, brs)
 		if err != nil || lim.Max <= 0 {
 			return err
 		}
-		res, err = s.claimTx(ctx, tx, now, lim)
+		res, err = s.claimTx(ctx, tx, now, lim, brs)
 		return err
 	})
 	s.mu.Lock()
@@ -67,7 +70,8 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 
 // settleTx records outcomes in tx (rs holds one random draw per outcome)
 // and returns the fenced-off ones and whether a job became pending again.
-func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32, outs []store.Outcome) (fenced []store.Outcome, requeued bool, err error) {
+// The breakers it reads (and writes) are added to brs.
+func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32, outs []store.Outcome, brs map[string]*breakerRow) (fenced []store.Outcome, requeued bool, err error) {
 	if len(outs) == 0 {
 		return nil, false, nil
 	}
@@ -91,7 +95,6 @@ func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32,
 			mayFail[r.spec.Target] = true
 		}
 	}
-	brs := make(map[string]*breakerRow)
 	if err := s.loadBreakers(ctx, tx, targets, mayFail, brs); err != nil {
 		return nil, false, err
 	}

@@ -347,6 +347,7 @@ func queueBreakerWrites(b *pgx.Batch, brs map[string]*breakerRow) error {
 		}
 		b.Queue("UPDATE runlog_breakers SET state = $2, fails = $3, until = $4, busy = $5 WHERE target = $1",
 			t, int16(br.b.State), fails, br.b.Until, int32(br.b.Busy))
+		br.orig = br.b // written: a later write in the same transaction starts from here
 	}
 	return nil
 }
@@ -379,7 +380,7 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	var res claimResult
 	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
 		var err error
-		res, err = s.claimTx(ctx, tx, now, lim)
+		res, err = s.claimTx(ctx, tx, now, lim, nil)
 		return err
 	})
 	if err != nil {
@@ -422,14 +423,17 @@ type claimResult struct {
 	hasNext   bool
 }
 
-// claimTx is Claim inside tx.
-func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Limits) (claimResult, error) {
+// claimTx is Claim inside tx. brs holds the breakers tx has read already
+// (nil for none); it gains the ones the claim reads.
+func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Limits, brs map[string]*breakerRow) (claimResult, error) {
+	if brs == nil {
+		brs = make(map[string]*breakerRow)
+	}
 	var (
 		res       claimResult
 		held      = []int64{}
 		perTarget map[string]int
 		decisions int
-		brs       = make(map[string]*breakerRow)
 		c         = s.opts.Circuit
 		leaseMS   = s.opts.Lease.Milliseconds()
 	)
@@ -531,25 +535,27 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 			break
 		}
 	}
+	// The breaker writes and the next due time share one round trip.
 	var b pgx.Batch
 	if err := queueBreakerWrites(&b, brs); err != nil {
 		return res, err
 	}
-	if err := sendBatch(ctx, tx, &b); err != nil {
-		return res, err
-	}
-	if res.exhausted {
-		if len(held) > 0 {
-			res.next, res.hasNext = now, true
-		} else {
+	if res.exhausted && len(held) > 0 {
+		res.next, res.hasNext = now, true
+	} else if res.exhausted {
+		b.Queue("SELECT min(due) FROM runlog_jobs WHERE state = 0 AND due > $1", now).QueryRow(func(row pgx.Row) error {
 			var next *int64
-			if err := tx.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = 0 AND due > $1", now).Scan(&next); err != nil {
-				return res, err
+			if err := row.Scan(&next); err != nil {
+				return err
 			}
 			if next != nil {
 				res.next, res.hasNext = *next, true
 			}
-		}
+			return nil
+		})
+	}
+	if err := sendBatch(ctx, tx, &b); err != nil {
+		return res, err
 	}
 	return res, nil
 }
