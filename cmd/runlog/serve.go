@@ -18,7 +18,7 @@ import (
 	"github.com/runlog/runlog/internal/server"
 )
 
-// serveFlags are the flags of runlog serve (and of runlog demo's server).
+// serveFlags are the flags of runlog serve.
 type serveFlags struct {
 	data, addr, token, tokenFile       string
 	concurrency, targetConcurrency     int
@@ -34,6 +34,7 @@ type serveFlags struct {
 	dashboard, dashboardReadOnly       bool
 }
 
+// register defines the flags on fs with their defaults.
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.data, "data", "./runlog-data", "journal `directory` (created if missing)")
 	fs.StringVar(&f.addr, "addr", server.DefaultAddr, "listen `address`; beyond loopback a token is required")

@@ -145,13 +145,12 @@ func payloadJSON(p []byte) json.RawMessage {
 }
 
 func statsView(s runlog.Stats, now time.Time) Stats {
-	v := Stats{
+	return Stats{
 		Pending: s.Pending, Running: s.Running, Succeeded: s.Succeeded,
 		Failed: s.Failed, Cancelled: s.Cancelled, PoolSize: s.PoolSize, InFlight: s.InFlight,
 		OldestDue: s.OldestDue, QueueLagSeconds: queueLag(s.OldestDue, now).Seconds(),
 		Targets: len(s.Targets),
 	}
-	return v
 }
 
 // queueLag is how long the oldest due job has waited.
