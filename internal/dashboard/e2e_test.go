@@ -23,6 +23,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/server"
 )
 
@@ -171,7 +172,7 @@ func TestBrowser(t *testing.T) {
 	}
 	chromium := chromiumPath()
 	if chromium == "" {
-		t.Skip("chromium is not installed: apt-get install -y chromium (CI runs .ci/install-chromium.sh) or set RUNLOG_CHROMIUM")
+		t.Skip("chromium is not installed: apt-get install -y chromium (.ci/run installs it) or set RUNLOG_CHROMIUM")
 	}
 	shots := os.Getenv("RUNLOG_SCREENSHOTS")
 	if shots == "" {
@@ -222,88 +223,8 @@ func TestBrowser(t *testing.T) {
 		return st.Succeeded == 6 && st.Failed == 3
 	})
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Do(browser); err != nil { // starts the browser
-		t.Fatalf("start chromium %s: %v", chromium, err)
-	}
-	ctx, cancel := context.WithTimeout(browser, 45*time.Second)
-	defer cancel()
-
-	// Every console error (a script error, a refused Content-Security-Policy,
-	// a failed request) fails the test.
-	var consoleMu sync.Mutex
-	var consoleErrors []string
-	messages := chromedp.Console(ctx)
-	go func() {
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
-				consoleMu.Lock()
-				consoleErrors = append(consoleErrors, m.Text)
-				consoleMu.Unlock()
-			}
-		}
-	}()
-	defer func() {
-		consoleMu.Lock()
-		defer consoleMu.Unlock()
-		for _, e := range consoleErrors {
-			t.Errorf("browser console: %s", e)
-		}
-	}()
-
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
-	// textIs is for polling a part of the page that htmx replaces now and
-	// then: a node swapped out between the lookup and the read is a miss,
-	// not an error.
-	textIs := func(sel, want string) bool {
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		return err == nil && strings.TrimSpace(s) == want
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(shots, "dashboard-"+name+".png")
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", path)
-	}
+	tab := newTab(t, chromium, shots)
+	ctx, do, text, textIs, shot := tab.ctx, tab.do, tab.text, tab.textIs, tab.shot
 
 	// Overview: the counts are the API's.
 	do("open the overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-count="failed"]`)))
@@ -401,4 +322,181 @@ func TestBrowser(t *testing.T) {
 	if got := text(`[data-count="failed"]`); got != "0" {
 		t.Errorf("overview shows %s failed after the retries, want 0", got)
 	}
+}
+
+// tab is a headless Chromium tab for a test. Every console error (a script
+// error, a refused Content-Security-Policy, a failed request) fails the
+// test at its end.
+type tab struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string // where shot saves PNGs
+
+	mu     sync.Mutex
+	errors []string // guarded by mu
+	allow  []string // guarded by mu: substrings of expected console errors
+}
+
+// expectConsole lets console errors that contain substr pass (e.g. the 401
+// of a refused login).
+func (tb *tab) expectConsole(substr string) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.allow = append(tb.allow, substr)
+}
+
+// newTab starts Chromium (headless, no sandbox: CI runs as root) with a
+// fresh profile; everything the test does in it must end within 45 s.
+func newTab(t *testing.T, chromium, shots string) *tab {
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(browser); err != nil { // starts the browser
+		t.Fatalf("start chromium %s: %v", chromium, err)
+	}
+	ctx, cancel := context.WithTimeout(browser, 45*time.Second)
+	tb := &tab{t: t, ctx: ctx, shots: shots}
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
+				tb.mu.Lock()
+				tb.errors = append(tb.errors, m.Text)
+				tb.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+	next:
+		for _, e := range tb.errors {
+			for _, a := range tb.allow {
+				if strings.Contains(e, a) {
+					continue next
+				}
+			}
+			t.Errorf("browser console: %s", e)
+		}
+	})
+	t.Cleanup(cancel)
+	return tb
+}
+
+// do runs steps, failing the test with what on error.
+func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	if err := chromedp.Do(tb.ctx, steps...); err != nil {
+		tb.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// text returns the visible text of the first element matching sel.
+func (tb *tab) text(sel string) string {
+	tb.t.Helper()
+	s, err := chromedp.Run(tb.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		tb.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// textIs is for polling a part of the page that htmx replaces now and then:
+// a node swapped out between the lookup and the read is a miss, not an
+// error.
+func (tb *tab) textIs(sel, want string) bool {
+	s, err := chromedp.Run(tb.ctx, chromedp.Text(chromedp.CSS(sel)))
+	return err == nil && strings.TrimSpace(s) == want
+}
+
+// shot saves a PNG of the whole page as dashboard-NAME.png.
+func (tb *tab) shot(name string) {
+	tb.t.Helper()
+	png, err := chromedp.Run(tb.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		tb.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(tb.shots, "dashboard-"+name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		tb.t.Fatal(err)
+	}
+	tb.t.Logf("screenshot: %s", path)
+}
+
+// TestBrowserLogin logs in to a dashboard behind a token in a real browser
+// (the session cookie is SameSite=Strict), retries a job through htmx with
+// the CSRF header, and logs out.
+func TestBrowserLogin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test: skipped in -short mode")
+	}
+	chromium := chromiumPath()
+	if chromium == "" {
+		t.Skip("chromium is not installed: apt-get install -y chromium (.ci/run installs it) or set RUNLOG_CHROMIUM")
+	}
+	const token = "e2e-secret-token"
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest)
+	}))
+	defer refusing.Close()
+	srv, err := server.Start(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Token: token, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+	r := srv.Runner()
+	ctx := context.Background()
+	res, err := r.EnqueueJob(ctx, runlog.JobRequest{Kind: "http", Payload: []byte(`{"url":"` + refusing.URL + `/x","method":"POST"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, "the job failed", func() bool {
+		j, err := r.Job(ctx, res.ID)
+		return err == nil && j.State == runlog.StateFailed
+	})
+
+	tb := newTab(t, chromium, t.TempDir())
+	tb.expectConsole("status of 401") // the refused login
+	page := fmt.Sprintf("%s/jobs/%d", srv.URL(), res.ID)
+	tb.do("open a job page without a session", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#token")))
+	loc, err := chromedp.Run(tb.ctx, chromedp.Location())
+	if err != nil || !strings.Contains(loc, "/login?next=") {
+		t.Fatalf("without a session the browser is at %q (%v), want the login page", loc, err)
+	}
+	tb.do("log in with a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "guess"), chromedp.Click(chromedp.CSS("#login-button")),
+		chromedp.WaitVisible(chromedp.CSS(".alert")))
+	tb.do("log in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#login-button")),
+		chromedp.WaitVisible(chromedp.CSS("#retry-button")))
+	if loc, _ := chromedp.Run(tb.ctx, chromedp.Location()); loc != page {
+		t.Errorf("after the login the browser is at %q, want the page it asked for, %s", loc, page)
+	}
+	tb.do("retry", chromedp.Click(chromedp.CSS("#retry-button")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	waitUntil(t, 20*time.Second, "the retried job failed again", func() bool {
+		j, err := r.Job(ctx, res.ID)
+		return err == nil && j.State == runlog.StateFailed && len(j.History) == 2
+	})
+	tb.do("log out", chromedp.Click(chromedp.CSS("header form button")), chromedp.WaitVisible(chromedp.CSS("#token")))
+	tb.do("a page after logging out", chromedp.Navigate(srv.URL()+"/failed"), chromedp.WaitVisible(chromedp.CSS("#token")))
 }
