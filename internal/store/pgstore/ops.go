@@ -691,7 +691,7 @@ func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string)
 			return err
 		}
 		if js == state.Running && node != s.opts.Node {
-			_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", chanCancel, fmt.Sprintf("%d %s", id, node))
+			_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", chanCancel, cancelPayload(id, node))
 			return err
 		}
 		running = js == state.Running

@@ -51,6 +51,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -311,11 +313,11 @@ func (s *Store) listenOnce() error {
 }
 
 // cancelNotified handles a runlog_cancel payload "<id> <node>": if the
-// attempt runs here, the engine cancels its context.
+// attempt runs here, the engine cancels its context. Any client of the
+// database can notify the channel, so anything else is ignored.
 func (s *Store) cancelNotified(payload string) {
-	var id uint64
-	var node string
-	if _, err := fmt.Sscanf(payload, "%d %s", &id, &node); err != nil || node != s.opts.Node {
+	id, ok := parseCancel(payload, s.opts.Node)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
@@ -325,6 +327,25 @@ func (s *Store) cancelNotified(payload string) {
 	if running && fn != nil {
 		fn(id)
 	}
+}
+
+// cancelPayload is the runlog_cancel payload for job id running on node.
+func cancelPayload(id uint64, node string) string {
+	return strconv.FormatUint(id, 10) + " " + node
+}
+
+// parseCancel reads a runlog_cancel payload and reports the job id if the
+// payload is exactly cancelPayload(id, node) for this node.
+func parseCancel(payload, node string) (uint64, bool) {
+	num, rest, ok := strings.Cut(payload, " ")
+	if !ok || rest != node {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || id == 0 || strconv.FormatUint(id, 10) != num {
+		return 0, false
+	}
+	return id, true
 }
 
 // wake tells the engine that jobs may have become due.
