@@ -33,6 +33,8 @@ func TestPages(t *testing.T) {
 		{"/jobs?state=failed", []string{fmt.Sprintf(`href="/jobs/%d"`, bad), "400 Bad Request"}, []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}},
 		{"/jobs?q=order-7", []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}, []string{fmt.Sprintf(`href="/jobs/%d"`, bad)}},
 		{"/jobs?target=partner.example&order=oldest", []string{fmt.Sprintf(`href="/jobs/%d"`, ok), fmt.Sprintf(`href="/jobs/%d"`, bad)}, []string{fmt.Sprintf(`href="/jobs/%d"`, future)}},
+		{fmt.Sprintf("/jobs?q=%d", bad), []string{`id="exact"`, fmt.Sprintf(`Job <a href="/jobs/%d">`, bad)}, nil},
+		{"/jobs?q=424242", nil, []string{`id="exact"`}},
 		{"/jobs?kind=bad", []string{fmt.Sprintf(`href="/jobs/%d"`, bad)}, []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}},
 		{fmt.Sprintf("/jobs/%d", bad), []string{`id="job-state">failed<`, "400 Bad Request", `id="retry-button"`, "permanent", "&#34;n&#34;: 1"}, []string{`id="cancel-button"`}},
 		{fmt.Sprintf("/jobs/%d", future), []string{`id="job-state">pending<`, `id="next-attempt"`, `id="cancel-button"`, "No attempt yet"}, []string{`id="retry-button"`}},

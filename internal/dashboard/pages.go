@@ -208,6 +208,9 @@ type listData struct {
 	Targets []string
 	Failed  bool // the failed-jobs page
 	Count   int  // jobs in the state filtered on (from Stats), -1 if unknown
+	// Exact is the job whose id is the search text, if there is one: the
+	// search matches substrings, so its row may be far down the pages.
+	Exact *runlog.Job
 }
 
 func (h *handler) jobs(w http.ResponseWriter, r *http.Request) { h.list(w, r, false) }
@@ -247,6 +250,11 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, failedPage bool) 
 	}
 	if f.Kind == "" && f.Target == "" && f.Q == "" {
 		d.Count = stateCount(st, runlog.State(f.State))
+	}
+	if id, err := parseID(f.Q); err == nil && f.After == 0 {
+		if j, err := h.runner.Job(r.Context(), id); err == nil {
+			d.Exact = &j
+		}
 	}
 	h.render(w, r, http.StatusOK, "jobs", pageData{Title: title, Nav: nav, Data: d})
 }
