@@ -59,7 +59,8 @@ type Attempt struct {
 	N         int
 	StartedAt time.Time
 	EndedAt   time.Time // zero while running
-	// Outcome is "success", "retryable", "permanent", "unsafe", or "" while
+	// Outcome is "success", "retryable", "permanent", "unsafe",
+	// "interrupted" (the process stopped during the attempt), or "" while
 	// running.
 	Outcome string
 	Error   string
@@ -100,6 +101,9 @@ func publicJob(j *state.Job) Job {
 		if a.Ended {
 			pa.EndedAt = msTime(a.EndedAt)
 			pa.Outcome = a.Class.String()
+			if a.Class == 0 {
+				pa.Outcome = "interrupted"
+			}
 		}
 		out.History = append(out.History, pa)
 	}

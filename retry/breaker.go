@@ -123,6 +123,18 @@ func (b Breaker) Admit(c Circuit, now int64) (Breaker, bool) {
 	return b, true
 }
 
+// Release ends an attempt that has no outcome (its process stopped while
+// it ran, so nothing is known about the target): a half-open breaker frees
+// the probe slot it held, so that another probe can go; in any other state
+// nothing changes. The attempt counts neither as a success nor as a failure
+// of the target.
+func (b Breaker) Release() Breaker {
+	if b.State == HalfOpen && b.Busy > 0 {
+		b.Busy--
+	}
+	return b
+}
+
 // Done returns the breaker after an attempt ended at now, failed or not
 // (seed SPEC §5.7):
 //

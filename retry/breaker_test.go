@@ -197,3 +197,29 @@ func TestSeedCheckScenario(t *testing.T) {
 		t.Fatalf("a successful probe left %+v, want closed", b)
 	}
 }
+
+func TestReleaseFreesOnlyAHalfOpenProbe(t *testing.T) {
+	c := Circuit{Threshold: 1, WindowMS: 1000, CooldownMS: 100, Probes: 1}
+	open := Breaker{}.Done(c, 0, true)
+	half, ok := open.Admit(c, 100)
+	if !ok || half.State != HalfOpen || half.Busy != 1 {
+		t.Fatalf("after the cooldown: %+v %v", half, ok)
+	}
+	if _, ok := half.Admit(c, 100); ok {
+		t.Fatal("a second probe was admitted while the first runs")
+	}
+	freed := half.Release()
+	if freed.State != HalfOpen || freed.Busy != 0 {
+		t.Fatalf("released probe: %+v", freed)
+	}
+	if _, ok := freed.Admit(c, 100); !ok {
+		t.Fatal("no probe admitted after the interrupted one was released")
+	}
+	closed := Breaker{Fails: []int64{5}}
+	if got := closed.Release(); got.State != Closed || len(got.Fails) != 1 {
+		t.Fatalf("release changed a closed breaker: %+v", got)
+	}
+	if got := open.Release(); got.State != Open || got.Until != open.Until {
+		t.Fatalf("release changed an open breaker: %+v", got)
+	}
+}

@@ -101,8 +101,11 @@ func (s *State) Settle(id uint64, attempt uint32, class retry.Class, afterMS int
 
 // Orphan decides what happens to the job id found running when the journal
 // is opened (its attempt died with the process, seed SPEC §1.3): OpRetry
-// due at now, counting one failure and one breaker failure, with the error
-// "interrupted: the process stopped during attempt N". When that used the
+// due at now, counting one failure of the job, with class 0 (no outcome is
+// known) and the error "interrupted: the process stopped during attempt N".
+// A crash is not the target's fault, so it does not count against the
+// breaker; a half-open probe slot the attempt held is released
+// (retry.Breaker.Release), so the breaker cannot stay stuck half-open. When that used the
 // last attempt, the next admission fails the job as spent. It returns a
 // zero Op when id is not running.
 func (s *State) Orphan(id uint64, now int64) Op {
@@ -112,7 +115,7 @@ func (s *State) Orphan(id uint64, now int64) Op {
 	}
 	return Op{
 		Kind: OpRetry, ID: id, At: now, Due: now, Attempt: j.Started,
-		Class: retry.Retryable, BreakerFailed: true,
+		Class: 0, BreakerFailed: false, // no outcome is known: see Breaker.Release
 		Error: fmt.Sprintf("interrupted: the process stopped during attempt %d", j.Started),
 	}
 }

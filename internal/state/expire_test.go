@@ -78,3 +78,39 @@ func TestExpireDropsExactlyWhatRanOut(t *testing.T) {
 		t.Fatal("a zero retention dropped a job")
 	}
 }
+
+// TestOrphanOfAProbeFreesTheBreaker: a crash during the only half-open probe
+// neither opens nor closes the breaker, but frees the probe slot, so the
+// next due job can probe (the breaker never stays stuck half-open), and the
+// crash is no failure of the target.
+func TestOrphanOfAProbeFreesTheBreaker(t *testing.T) {
+	c := retry.Circuit{Threshold: 1, WindowMS: 1000, CooldownMS: 100, Probes: 1}
+	s := New(Config{Circuit: c})
+	pol := retry.Policy{Attempts: 5, BaseMS: 1, CapMS: 1}
+	for id := uint64(1); id <= 2; id++ {
+		s.Apply(&Op{Kind: OpEnqueue, ID: id, Due: 0, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}})
+	}
+	step := func(op Op) { s.Apply(&op) }
+	step(s.Admit(1, 0))
+	step(s.Settle(1, 1, retry.Retryable, -1, "503", nil, 10, 0)) // opens until 110
+	if b := s.Breaker("t"); b.State != retry.Open {
+		t.Fatalf("breaker %+v", b)
+	}
+	probe := s.Admit(2, 200) // half-open: job 2 is the probe
+	if probe.Kind != OpStart {
+		t.Fatalf("probe: %+v", probe)
+	}
+	step(probe)
+	step(s.Orphan(2, 300)) // the process died during the probe
+	b := s.Breaker("t")
+	if b.State != retry.HalfOpen || b.Busy != 0 {
+		t.Fatalf("after an interrupted probe the breaker is %+v, want half-open with the slot free", b)
+	}
+	j, _ := s.Job(2)
+	if j.Fails != 1 || j.State != Pending || j.Attempts[0].Class != 0 || !j.Attempts[0].Ended {
+		t.Fatalf("interrupted job %+v", j)
+	}
+	if op := s.Admit(2, 300); op.Kind != OpStart {
+		t.Fatalf("next probe was not admitted: %+v", op)
+	}
+}

@@ -194,6 +194,9 @@ func (m *sim) settle() {
 	out := []byte(rapid.StringN(0, 4, -1).Draw(m.t, "output"))
 	op := m.live.Settle(f.id, f.n, class, after, "err", out, m.now, rapid.Uint32().Draw(m.t, "r"))
 	if op.Kind == 0 {
+		if _, ok := m.live.Job(f.id); !ok {
+			return // an expire dropped the job, cancelled while it ran
+		}
 		m.t.Fatalf("Settle of the open attempt %d of job %d returned nothing", f.n, f.id)
 	}
 	m.step(op)

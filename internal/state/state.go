@@ -227,7 +227,15 @@ func (s *State) outcome(op *Op) {
 	}
 	// Every attempt that ends feeds its target's breaker, even one whose
 	// job was cancelled meanwhile (the seed's rule), and its history.
-	s.setBreaker(j.Spec.Target, s.breakers[j.Spec.Target].Done(s.cfg.Circuit, op.At, op.BreakerFailed))
+	br := s.breakers[j.Spec.Target]
+	if op.Class == 0 {
+		// Interrupted (a crash): the target is not to blame, but a half-open
+		// probe slot it held is free again.
+		br = br.Release()
+	} else {
+		br = br.Done(s.cfg.Circuit, op.At, op.BreakerFailed)
+	}
+	s.setBreaker(j.Spec.Target, br)
 	a.Ended, a.EndedAt, a.Class, a.Error, a.Output = true, op.At, op.Class, op.Error, op.Output
 	if j.State != Running || op.Attempt != j.Started {
 		return

@@ -139,11 +139,11 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"outcome for a stale attempt is a no-op", []Op{enq(1, 1000, "a", "", pol3), start1,
-			{Kind: OpRetry, ID: 1, At: 1100, Due: 1100, Attempt: 1, BreakerFailed: true},
+			{Kind: OpRetry, ID: 1, At: 1100, Due: 1100, Attempt: 1, Class: retry.Retryable, BreakerFailed: true},
 			{Kind: OpStart, ID: 1, At: 1100, Attempt: 2},
 			{Kind: OpSucceed, ID: 1, At: 1200, Attempt: 1},
 			{Kind: OpSucceed, ID: 1, At: 1200, Attempt: 3}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Running || j.Started != 2 || j.Attempts[0].Class != 0 || j.Attempts[1].Ended {
+			if j.State != Running || j.Started != 2 || j.Attempts[0].Class != retry.Retryable || j.Attempts[1].Ended {
 				t.Fatalf("job %+v", j)
 			}
 			if b := s.Breaker("a"); !slices.Equal(b.Fails, []int64{1100}) {
@@ -385,7 +385,7 @@ func TestSettleDecisions(t *testing.T) {
 func TestOrphan(t *testing.T) {
 	s := newTestState()
 	apply(t, s, enq(1, 1000, "a", "", retry.Policy{Attempts: 1}), enq(2, 1000, "a", "", pol3), Op{Kind: OpStart, ID: 1, At: 1000, Attempt: 1})
-	want := Op{Kind: OpRetry, ID: 1, At: 5000, Due: 5000, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "interrupted: the process stopped during attempt 1"}
+	want := Op{Kind: OpRetry, ID: 1, At: 5000, Due: 5000, Attempt: 1, Error: "interrupted: the process stopped during attempt 1"}
 	op := s.Orphan(1, 5000)
 	if d := opDiff(op, want); d != "" {
 		t.Fatal(d)
@@ -531,7 +531,7 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 	build := func() *State {
 		s := newTestState()
 		apply(t, s, enq(1, 0, "a", "k", pol3), enq(2, 0, "b", "", pol3), Op{Kind: OpStart, ID: 1, Attempt: 1},
-			Op{Kind: OpRetry, ID: 1, At: 5, Due: 9, Attempt: 1, BreakerFailed: true, Error: "e", Output: []byte("o")})
+			Op{Kind: OpRetry, ID: 1, At: 5, Due: 9, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "e", Output: []byte("o")})
 		return s
 	}
 	if ok, d := build().Equal(build()); !ok {
@@ -636,7 +636,7 @@ func TestTargetsOrderAndStop(t *testing.T) {
 	for i, target := range []string{"c", "a", "b"} {
 		id := uint64(i + 1)
 		apply(t, s, enq(id, 0, target, "", pol3), Op{Kind: OpStart, ID: id, Attempt: 1},
-			Op{Kind: OpRetry, ID: id, At: 5, Due: 5, Attempt: 1, BreakerFailed: true})
+			Op{Kind: OpRetry, ID: id, At: 5, Due: 5, Attempt: 1, Class: retry.Retryable, BreakerFailed: true})
 	}
 	var all, first []string
 	s.Targets(func(target string, b retry.Breaker) bool {

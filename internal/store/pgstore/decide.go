@@ -134,7 +134,7 @@ func settle(r *jobRow, n uint32, class retry.Class, afterMS int64, errText strin
 func orphan(r *jobRow, now int64, why string) state.Op {
 	return state.Op{
 		Kind: state.OpRetry, ID: r.id, At: now, Due: now, Attempt: r.started,
-		Class: retry.Retryable, BreakerFailed: true,
+		Class: 0, BreakerFailed: false, // no outcome is known: see retry.Breaker.Release
 		Error: fmt.Sprintf("interrupted: %s during attempt %d", why, r.started),
 	}
 }
@@ -162,7 +162,11 @@ func apply(r *jobRow, br *retry.Breaker, c retry.Circuit, op *state.Op, node str
 		if a == nil {
 			return
 		}
-		*br = br.Done(c, op.At, op.BreakerFailed)
+		if op.Class == 0 {
+			*br = br.Release() // interrupted: the target is not to blame
+		} else {
+			*br = br.Done(c, op.At, op.BreakerFailed)
+		}
 		a.Ended, a.EndedAt, a.Class, a.Error, a.Output = true, op.At, op.Class, op.Error, op.Output
 		if r.st != state.Running || op.Attempt != r.started {
 			return
