@@ -11,7 +11,8 @@
 # the servers on loopback with their data in a temp dir, and stops them by
 # pid on exit. Environment: BENCH_PG_PORT (55432), BENCH_REDIS_PORT (56379;
 # the appendfsync everysec server uses the next port), BENCH_KEEP=1 keeps
-# the temp dir.
+# the temp dir, BENCH_SYSTEMS=runlog,goqite,... runs only those systems
+# (for development: the report then covers only them).
 set -euo pipefail
 
 plan=full
@@ -103,6 +104,9 @@ if [ "$plan" = full ]; then
 	pids+=($!)
 	for _ in $(seq 1 100); do "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" && break; sleep 0.1; done
 	"$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" || { cat "$work/pg.log" >&2; exit 1; }
+	# Stop the postmaster itself (runuser does not pass signals on); its
+	# wrapper exits with it.
+	pids[${#pids[@]}-1]=$(head -n1 "$work/pg/postmaster.pid")
 	"$pgbin/psql" -q -h 127.0.0.1 -p "$pg_port" -U "$pg_user" -d postgres -c "CREATE DATABASE bench"
 	pg_url="postgres://$pg_user@127.0.0.1:$pg_port/bench?sslmode=disable"
 	servers+=("PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}'), 127.0.0.1:$pg_port, data in a temp dir; fsync=on, synchronous_commit=on, full_page_writes=on (defaults), max_connections=200")
@@ -132,7 +136,7 @@ say "describing the machine"
 
 say "running the $plan plan (one line per run)"
 status=0
-"$work/benchrun" all -plan "$plan" -out "$work/results.jsonl" "${args[@]}" || status=$?
+"$work/benchrun" all -plan "$plan" -out "$work/results.jsonl" -systems "${BENCH_SYSTEMS:-}" "${args[@]}" || status=$?
 
 printf '%s\n' "${servers[@]}" >"$work/servers.txt"
 out=$here/RESULTS.md

@@ -184,7 +184,8 @@ type CrashParams struct {
 	// Window is how long the parent watches the restarted worker.
 	Window time.Duration
 	// Body is how long each job body takes (the workers are told by
-	// Spawn); the kill comes half a body after KillAfter jobs are done.
+	// Spawn); the kill comes half a body after KillAfter jobs are done
+	// and bodies are seen in flight.
 	Body time.Duration
 	// StartLedger and DoneLedger are the worker's ledgers.
 	StartLedger, DoneLedger string
@@ -194,7 +195,7 @@ type CrashParams struct {
 }
 
 // RunCrash runs W4: it starts the first worker, kills it with SIGKILL once
-// KillAfter jobs are done, restarts it, and watches the done ledger until
+// KillAfter jobs are done and others are in flight, restarts it, and watches the done ledger until
 // every job ran or the window passes. It fills r's W4 fields and the peak
 // RSS of the two worker processes.
 func RunCrash(ctx context.Context, p CrashParams, r *Result) error {
@@ -212,9 +213,14 @@ func RunCrash(ctx context.Context, p CrashParams, r *Result) error {
 	exited := make(chan error, 1)
 	go func() { exited <- first.Wait() }()
 	doneR := NewLedgerReader(p.DoneLedger)
+	startR := NewLedgerReader(p.StartLedger)
 	var done []int64
+	started := 0
 	deadline := time.Now().Add(p.Limit)
-	for len(done) < p.KillAfter {
+	// Kill once KillAfter jobs are done and some bodies are in flight
+	// (systems that dispatch in waves may be between two), half a body
+	// after that was seen.
+	for len(done) < p.KillAfter || started <= len(done) {
 		select {
 		case err := <-exited:
 			return fmt.Errorf("the first worker exited before the kill (after %d jobs): %v", len(done), err)
@@ -229,14 +235,16 @@ func RunCrash(ctx context.Context, p CrashParams, r *Result) error {
 			return err
 		}
 		done = append(done, ids...)
+		if ids, err = startR.Next(); err != nil {
+			return err
+		}
+		started += len(ids)
 		if time.Now().After(deadline) {
 			_ = first.Process.Kill()
 			<-exited
-			return fmt.Errorf("only %d of %d jobs done within %s, before the kill", len(done), p.KillAfter, p.Limit)
+			return fmt.Errorf("only %d of %d jobs done (%d started) within %s, before the kill", len(done), p.KillAfter, started, p.Limit)
 		}
 	}
-	// Done counts cross KillAfter just as a wave of bodies ends; half a
-	// body later, the next wave is in flight.
 	time.Sleep(p.Body / 2)
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill -9 the first worker: %w", err)

@@ -9,6 +9,10 @@ type Result struct {
 	System   string `json:"system"`
 	Mode     Mode   `json:"mode"`
 	Workload string `json:"workload"`
+	// WeakDurability, if set, says how this configuration can lose
+	// acknowledged jobs (e.g. Redis with appendfsync everysec); the bar
+	// compares runlog with the durable configurations only.
+	WeakDurability string `json:"weak_durability,omitempty"`
 	// Concurrency is the number of jobs the system may run at once.
 	Concurrency int `json:"concurrency"`
 	// N is the number of jobs (W1, W3, W4).

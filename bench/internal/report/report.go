@@ -113,12 +113,13 @@ func find(rs []harness.Result, label string) (harness.Result, bool) {
 	return harness.Result{}, false
 }
 
-// best returns the peer run (not runlog) with the highest metric.
-func best(rs []harness.Result, metric func(harness.Result) float64) (harness.Result, bool) {
+// best returns the peer run (not runlog) with the highest metric among
+// the durable configurations, or among the weakly durable ones when weak.
+func best(rs []harness.Result, metric func(harness.Result) float64, weak bool) (harness.Result, bool) {
 	var b harness.Result
 	found := false
 	for _, r := range rs {
-		if r.System == "runlog" || r.Error != "" {
+		if r.System == "runlog" || r.Error != "" || (r.WeakDurability != "") != weak {
 			continue
 		}
 		if !found || metric(r) > metric(b) {
@@ -220,7 +221,7 @@ func Render(rs []harness.Result, info Info) string {
 	if runs := x.of(harness.W2, 0); len(runs) > 0 {
 		rl, hasRL := find(runs, runlogLabel)
 		p("## W2: producers and consumers at once\n\n")
-		p("%d producers each enqueue one job per call while the workers (concurrency %d) run them, for %.0f s. A producer waits while %d jobs are enqueued and not yet done, so the latency is the system's, not an ever-growing backlog's. Latency is from just before the enqueue call to the start of the job body.\n\n", runs[0].Producers, runs[0].Concurrency, runs[0].DurationSeconds, runs[0].Outstanding)
+		p("%d producers each enqueue one job per call while the workers (concurrency %d) run them, for %.0f s. A producer waits while %d jobs are enqueued and not yet done, so the latency is the system's, not an ever-growing backlog's; at saturation its median is close to that bound ÷ the throughput (Little's law). Latency is from just before the enqueue call to the start of the job body.\n\n", runs[0].Producers, runs[0].Concurrency, runs[0].DurationSeconds, runs[0].Outstanding)
 		p("| system | completed jobs/s | p50 enqueue→start | p99 enqueue→start | peak RSS | runlog ÷ this (jobs/s) |\n")
 		p("|---|---:|---:|---:|---:|---:|\n")
 		for _, r := range runs {
@@ -309,10 +310,13 @@ func cell(s string) string {
 func renderBar(b *strings.Builder, x *results) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("## The bar (issue 7)\n\n")
-	p("runlog ≥ %.0f× the best peer on W1 processing at concurrency 256 and on W2, with durability on; zero jobs lost in W4, every interrupted job running again within %.0f s of the restart.\n\n", barRatio, barRecover)
+	p("runlog ≥ %.0f× the best peer on W1 processing at concurrency 256 and on W2, with durability on (the peers' too: the verdicts leave out the configurations that can lose acknowledged jobs, which get a line of their own); zero jobs lost in W4, every interrupted job running again within %.0f s of the restart.\n\n", barRatio, barRecover)
 	check := func(name string, runs []harness.Result, metric func(harness.Result) float64, unit string) {
 		rl, ok := find(runs, runlogLabel)
-		peer, okPeer := best(runs, metric)
+		if weak, okWeak := best(runs, metric, true); ok && okWeak {
+			defer p("  - against %s (%s): %s.\n", weak.Label, weak.WeakDurability, Ratio(metric(rl), metric(weak)))
+		}
+		peer, okPeer := best(runs, metric, false)
 		switch {
 		case !ok:
 			p("- **%s:** runlog did not run; no verdict.\n", name)
@@ -377,17 +381,21 @@ func renderMachine(b *strings.Builder, info Info) {
 func renderSettings(b *strings.Builder, x *results) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("## Settings in effect\n\n")
+	p("A setting followed by workloads in parentheses applies to those workloads only.\n\n")
 	p("*default* = the system's own defaults; *tuned* = its polling tuned for speed. Durability is on everywhere: runlog fdatasyncs each group commit, PostgreSQL runs with fsync=on and synchronous_commit=on, SQLite with WAL and synchronous=FULL, Redis with appendonly yes and appendfsync always (the *asynq-everysec* rows: everysec, which can lose up to a second of acknowledged jobs on a power cut).\n\n")
 	for _, label := range x.labels {
 		type occ struct {
 			value     string
 			workloads []string
 		}
-		var names []string
+		var names, all []string
 		vals := map[string][]occ{}
 		for _, r := range x.all {
 			if r.Label != label {
 				continue
+			}
+			if !slices.Contains(all, r.Workload) {
+				all = append(all, r.Workload)
 			}
 			for _, s := range r.Settings {
 				if _, ok := vals[s.Name]; !ok {
@@ -412,7 +420,7 @@ func renderSettings(b *strings.Builder, x *results) {
 		var parts []string
 		for _, n := range names {
 			os := vals[n]
-			if len(os) == 1 {
+			if len(os) == 1 && len(os[0].workloads) == len(all) {
 				parts = append(parts, fmt.Sprintf("%s = %s", n, os[0].value))
 				continue
 			}
