@@ -434,6 +434,7 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 		held      = []int64{}
 		perTarget map[string]int
 		decisions int
+		deferred  bool
 		c         = s.opts.Circuit
 		leaseMS   = s.opts.Lease.Milliseconds()
 	)
@@ -510,6 +511,7 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 				}
 			case state.OpDefer:
 				decisions++
+				deferred = true
 				b.Queue("UPDATE runlog_jobs SET due = $2 WHERE id = $1", int64(r.id), op.Due)
 			case state.OpFail:
 				decisions++
@@ -535,8 +537,13 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 			break
 		}
 	}
-	// The breaker writes and the next due time share one round trip.
+	// The breaker writes, the next due time and a notification share one
+	// round trip. A deferral notifies the nodes: the job is due again at a
+	// time their cached next due time does not know.
 	var b pgx.Batch
+	if deferred {
+		b.Queue("SELECT pg_notify($1, '')", chanWake)
+	}
 	if err := queueBreakerWrites(&b, brs); err != nil {
 		return res, err
 	}
