@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -476,16 +477,20 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	if err := s.readableLocked(); err != nil {
 		return nil, err
 	}
-	var out []store.TargetInfo
+	// Every target with a breaker that remembers something, or with jobs
+	// pending or running; a closed breaker with no history is not stored.
+	load := s.st.TargetLoad()
+	out := make([]store.TargetInfo, 0, len(load))
 	s.st.Targets(func(target string, b retry.Breaker) bool {
-		out = append(out, store.TargetInfo{Target: target, Breaker: b})
+		l := load[target]
+		out = append(out, store.TargetInfo{Target: target, Breaker: b, Pending: l.Pending, Running: l.Running})
+		delete(load, target)
 		return true
 	})
-	load := s.st.TargetLoad()
-	for i := range out {
-		l := load[out[i].Target]
-		out[i].Pending, out[i].Running = l.Pending, l.Running
+	for target, l := range load {
+		out = append(out, store.TargetInfo{Target: target, Pending: l.Pending, Running: l.Running})
 	}
+	slices.SortFunc(out, func(a, b store.TargetInfo) int { return strings.Compare(a.Target, b.Target) })
 	return out, nil
 }
 
