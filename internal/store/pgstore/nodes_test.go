@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -222,3 +224,51 @@ func TestRescueOfLastAttemptFails(t *testing.T) {
 		t.Fatalf("spent job: %+v %v", j, err)
 	}
 }
+
+// TestListenerReconnects: when the notification connection dies, the node
+// reconnects, and notifications wake it again (the poll is an hour, so only
+// a notification can).
+func TestListenerReconnects(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Options{PollEvery: time.Hour, Logger: quietLogger()})
+	wakes := make(chan struct{}, 100)
+	s.SetNotify(store.Notify{Wake: func() { wakes <- struct{}{} }, CancelAttempt: func(uint64) {}})
+	listener := func() (pid int32) {
+		err := s.pool.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN runlog_wake%' AND datname = current_database()").Scan(&pid)
+		if err != nil {
+			return 0
+		}
+		return pid
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var first int32
+	waitUntil("the listener", func() bool { first = listener(); return first != 0 })
+	if _, err := s.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", first); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("a new listener", func() bool { p := listener(); return p != 0 && p != first })
+	time.Sleep(50 * time.Millisecond) // the reconnect's own wake-up
+	for len(wakes) > 0 {
+		<-wakes
+	}
+	if _, err := s.pool.Exec(ctx, "SELECT pg_notify('runlog_wake', '')"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wakes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a notification after the reconnect did not wake the node")
+	}
+}
+
+// quietLogger drops logs (the reconnect warning is expected).
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
