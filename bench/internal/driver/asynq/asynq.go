@@ -29,6 +29,8 @@ func init() {
 	harness.Register(harness.System{Name: "asynq", Store: "Redis", NeedsRedis: true, Open: Open})
 }
 
+var _ harness.Driver = (*driver)(nil)
+
 type driver struct {
 	cfg    harness.Config
 	opt    asynq.RedisClientOpt

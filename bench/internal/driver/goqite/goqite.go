@@ -44,6 +44,8 @@ func init() {
 	harness.Register(harness.System{Name: "goqite", Store: "SQLite", Open: Open})
 }
 
+var _ harness.Driver = (*driver)(nil)
+
 type driver struct {
 	db    *sql.DB
 	queue *goqite.Queue

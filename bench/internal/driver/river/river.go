@@ -72,6 +72,12 @@ type immediateRetry struct{}
 
 func (immediateRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now().UTC() }
 
+var (
+	_ harness.Driver          = (*driver[pgx.Tx])(nil)
+	_ harness.Driver          = (*driver[*sql.Tx])(nil)
+	_ river.ClientRetryPolicy = immediateRetry{}
+)
+
 // driver is generic over River's transaction type, pgx.Tx or *sql.Tx.
 type driver[TTx any] struct {
 	cfg      harness.Config

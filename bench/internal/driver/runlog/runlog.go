@@ -43,6 +43,11 @@ func (s *syncCounter) JournalSynced(e runlog.SyncEvent) {
 	s.records.Add(int64(e.Records))
 }
 
+var (
+	_ harness.Driver  = (*driver)(nil)
+	_ runlog.Observer = (*syncCounter)(nil)
+)
+
 type driver struct {
 	cfg   harness.Config
 	r     *runlog.Runner

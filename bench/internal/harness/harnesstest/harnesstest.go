@@ -100,6 +100,8 @@ func Memory(o MemoryOptions) harness.Factory {
 	}
 }
 
+var _ harness.Driver = (*memory)(nil)
+
 type memory struct {
 	o     MemoryOptions
 	conc  int
