@@ -16,7 +16,7 @@ import (
 
 func runJournal(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: runlog journal verify DIR | runlog journal dump DIR")
+		fmt.Fprintln(stderr, "Usage: runlog journal verify DIR | dump DIR | state DIR [--at SEQ] | compact DIR")
 		return exitUsage
 	}
 	switch args[0] {
@@ -24,8 +24,12 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 		return runJournalVerify(args[1:], stdout, stderr)
 	case "dump":
 		return runJournalDump(args[1:], stdout, stderr)
+	case "state":
+		return runJournalState(args[1:], stdout, stderr)
+	case "compact":
+		return runJournalCompact(args[1:], stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "runlog journal: unknown command %q; use verify or dump\n", args[0])
+		fmt.Fprintf(stderr, "runlog journal: unknown command %q; use verify, dump, state or compact\n", args[0])
 		return exitUsage
 	}
 }
@@ -86,6 +90,7 @@ func runJournalDump(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	w := bufio.NewWriter(stdout)
+	dumpSnapshots(w, dir)
 	err := journal.Scan(vfs.OS{}, dir, journal.Options{}, func(pos journal.Position, rec []byte) error {
 		fmt.Fprintf(w, "seq=%d segment=%d offset=%d %s\n", pos.Seq, pos.Segment, pos.Offset, formatRecord(rec))
 		return nil

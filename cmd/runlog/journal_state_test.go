@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runlog/runlog"
+)
+
+// TestJournalStateCompactAndDump drives a runner through a short history,
+// then rebuilds past states with `journal state --at`, compacts offline and
+// checks that dump shows the snapshot.
+func TestJournalStateCompactAndDump(t *testing.T) {
+	dir := t.TempDir()
+	done := make(chan struct{}, 3)
+	r, err := runlog.Open(dir, runlog.Config{SegmentSize: 64 << 10, Handlers: map[string]runlog.Handler{
+		"ok":  runlog.Handle(func(context.Context, []byte) error { done <- struct{}{}; return nil }),
+		"bad": runlog.Handle(func(context.Context, []byte) error { done <- struct{}{}; return runlog.Permanent(errors.New("no")) }),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, kind := range []string{"ok", "ok", "bad"} {
+		if _, err := r.Enqueue(ctx, kind, nil); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}
+	for {
+		st, _ := r.Stats(ctx)
+		if st.Succeeded == 2 && st.Failed == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(args ...string) (string, int) {
+		var out, errb bytes.Buffer
+		code := runJournal(args, &out, &errb)
+		return out.String() + errb.String(), code
+	}
+	out, code := run("state", dir)
+	if code != exitOK || !strings.Contains(out, "jobs=3 pending=0 running=0 succeeded=2 failed=1") {
+		t.Fatalf("state now (exit %d):\n%s", code, out)
+	}
+	// Record 1 is the first enqueue: one pending job, nothing else yet.
+	out, code = run("state", dir, "--at", "1")
+	if code != exitOK || !strings.Contains(out, "state at record 1: jobs=1 pending=1") {
+		t.Fatalf("state at 1 (exit %d):\n%s", code, out)
+	}
+	out, code = run("compact", dir)
+	if code != exitOK || !strings.Contains(out, "disk:") {
+		t.Fatalf("compact (exit %d):\n%s", code, out)
+	}
+	out, code = run("dump", dir)
+	if code != exitOK || !strings.Contains(out, "snapshot covers=") || !strings.Contains(out, "succeeded=2 failed=1") {
+		t.Fatalf("dump (exit %d):\n%s", code, out)
+	}
+	if _, code = run("state", dir, "--at", "999999"); code != exitFailure {
+		t.Fatalf("state past the end: exit %d", code)
+	}
+}
