@@ -171,6 +171,7 @@ type Store struct {
 	ctx    context.Context // cancelled by Close: stops the background loops
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
+	hbConn *pgx.Conn // the heartbeat's connection: only the heartbeat loop, then Close, use it
 
 	mu       sync.Mutex
 	closed   bool                // guarded by mu
@@ -227,7 +228,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.loops.Add(4)
 	go s.listen()
-	go s.heartbeater()
+	go s.every(opts.Heartbeat, s.heartbeat)
 	go s.every(opts.RescueEvery, func() {
 		if n, err := s.Rescue(s.ctx); err != nil && s.ctx.Err() == nil {
 			s.log.Warn("pgstore: rescue of expired leases failed; retrying at the next scan", "err", err)
@@ -366,48 +367,32 @@ func (s *Store) invalidate() {
 	s.mu.Unlock()
 }
 
-// heartbeater renews, every Heartbeat, the leases of the attempts this
-// node claimed and has not finished, on a connection of its own, so that a
-// busy pool does not delay it past a lease.
-func (s *Store) heartbeater() {
-	defer s.loops.Done()
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
-	t := time.NewTicker(s.opts.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.mu.Lock()
-		ids := make([]int64, 0, len(s.inflight))
-		for id := range s.inflight {
-			ids = append(ids, int64(id))
-		}
-		s.mu.Unlock()
-		if len(ids) == 0 {
-			continue
-		}
-		var err error
-		if conn == nil {
-			conn, err = pgx.Connect(s.ctx, s.url)
-		}
-		if err == nil {
-			_, err = conn.Exec(s.ctx, `UPDATE runlog_jobs SET lease_until = clock_timestamp() + $3 * interval '1 millisecond'
-				WHERE id = ANY($1) AND state = 1 AND node = $2`, ids, s.opts.Node, s.opts.Lease.Milliseconds())
-		}
-		if err != nil && s.ctx.Err() == nil {
-			s.log.Warn("pgstore: lease heartbeat failed; other nodes rescue these attempts if it keeps failing past the lease", "err", err, "attempts", len(ids), "lease", s.opts.Lease)
-			if conn != nil {
-				conn.Close(context.Background())
-				conn = nil
-			}
+// heartbeat renews the leases of the attempts this node claimed and has not
+// finished, on a connection of its own (hbConn), so that a busy pool does
+// not delay it past a lease. It runs every Heartbeat, on one goroutine.
+func (s *Store) heartbeat() {
+	s.mu.Lock()
+	ids := make([]int64, 0, len(s.inflight))
+	for id := range s.inflight {
+		ids = append(ids, int64(id))
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	var err error
+	if s.hbConn == nil {
+		s.hbConn, err = pgx.Connect(s.ctx, s.url)
+	}
+	if err == nil {
+		_, err = s.hbConn.Exec(s.ctx, `UPDATE runlog_jobs SET lease_until = clock_timestamp() + $3 * interval '1 millisecond'
+			WHERE id = ANY($1) AND state = 1 AND node = $2`, ids, s.opts.Node, s.opts.Lease.Milliseconds())
+	}
+	if err != nil && s.ctx.Err() == nil {
+		s.log.Warn("pgstore: lease heartbeat failed; other nodes rescue these attempts if it keeps failing past the lease", "err", err, "attempts", len(ids), "lease", s.opts.Lease)
+		if s.hbConn != nil {
+			s.hbConn.Close(context.Background())
+			s.hbConn = nil
 		}
 	}
 }
@@ -507,6 +492,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.loops.Wait()
+	if s.hbConn != nil {
+		s.hbConn.Close(context.Background())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := s.requeue(ctx, "state = 1 AND node = $1", []any{s.opts.Node}, fmt.Sprintf("node %s closed", s.opts.Node))
