@@ -62,10 +62,10 @@ var plans = map[string]sizes{
 		w3N: 500, w3Conc: 16,
 		w4N: 2000, w4Conc: 16, w4Window: 30 * time.Second, w4Body: 20 * time.Millisecond,
 		childLimit: 4 * time.Minute, drain: 2 * time.Minute,
-		// The 20000 for runlog; the peers drain at 150 to 4000
+		// The 20000 for runlog; the peers drain at 150 to 6000
 		// jobs/s here, so 20000 each would take the matrix far past its
 		// 15 minutes.
-		w1NFor:      map[string]int{"river-pg": 3000, "river-sqlite": 3000, "goqite": 3000, "asynq": 3000},
+		w1NFor:      map[string]int{"river-pg": 5000, "river-sqlite": 5000, "goqite": 5000, "asynq": 5000},
 		runlogCrash: []harness.Mode{harness.ModeDefault, harness.ModeTuned},
 	},
 	"smoke": {

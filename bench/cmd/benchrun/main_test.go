@@ -88,8 +88,8 @@ func TestMatrix(t *testing.T) {
 		if e.workload == harness.W4 && strings.HasPrefix(e.cfg.label, "asynq-everysec") {
 			t.Errorf("W4 runs for %s, but killing the worker does not depend on Redis's fsync", e.cfg.label)
 		}
-		if e.workload == harness.W1 && e.cfg.system != "runlog" && e.n != 3000 {
-			t.Errorf("%s W1 N = %d, want the peers' 3000", e.cfg.label, e.n)
+		if e.workload == harness.W1 && e.cfg.system != "runlog" && e.n != 5000 {
+			t.Errorf("%s W1 N = %d, want the peers' 5000", e.cfg.label, e.n)
 		}
 	}
 	peers := len(cfgs)
