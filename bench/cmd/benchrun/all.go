@@ -58,7 +58,7 @@ type sizes struct {
 var plans = map[string]sizes{
 	"full": {
 		w1N: 20000, w1Conc: []int{16, 256},
-		w2Dur: 10 * time.Second, w2Conc: 64, w2Prod: 16, w2Outstanding: 256,
+		w2Dur: 10 * time.Second, w2Conc: 64, w2Prod: 64, w2Outstanding: 256,
 		w3N: 500, w3Conc: 16,
 		w4N: 2000, w4Conc: 16, w4Window: 30 * time.Second, w4Body: 20 * time.Millisecond,
 		childLimit: 4 * time.Minute, drain: 2 * time.Minute,
