@@ -40,7 +40,7 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"serve":    {summary: "run the job server (HTTP API, metrics) on a journal directory", run: runServe},
+		"serve":    {summary: "run the job server (HTTP API, dashboard, metrics) on a journal directory or PostgreSQL", run: runServe},
 		"demo":     {summary: "run a self-contained demo: a server, three simulated targets, thousands of jobs", run: runDemo},
 		"enqueue":  {summary: "enqueue a job on a server and print its id", run: runEnqueue},
 		"jobs":     {summary: "list jobs (filters: --state --kind --target --q)", run: runJobs},
@@ -49,7 +49,8 @@ func init() {
 		"retry":    {summary: "run a failed job again: retry ID", run: runRetry},
 		"targets":  {summary: "show each target's breaker and job counts", run: runTargets},
 		"stats":    {summary: "show job counts by state and the queue lag", run: runStats},
-		"journal":  {summary: "inspect a journal directory: journal verify DIR | journal dump DIR", run: runJournal},
+		"journal":  {summary: "inspect a journal directory: journal verify DIR | dump DIR | state DIR --at SEQ | compact DIR", run: runJournal},
+		"migrate":  {summary: "create or upgrade the PostgreSQL schema: migrate --postgres URL", run: runMigrate},
 		"loadtest": {summary: "measure enqueue and delivery throughput against a server", run: runLoadtest, hidden: true},
 	}
 }

@@ -21,6 +21,7 @@ import (
 // serveFlags are the flags of runlog serve.
 type serveFlags struct {
 	data, addr, token, tokenFile       string
+	postgres                           string
 	concurrency, targetConcurrency     int
 	timeout                            time.Duration
 	retryAttempts                      int
@@ -37,6 +38,7 @@ type serveFlags struct {
 // register defines the flags on fs with their defaults.
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.data, "data", "./runlog-data", "journal `directory` (created if missing)")
+	fs.StringVar(&f.postgres, "postgres", "", "store jobs in this PostgreSQL database (a connection `URL`) instead of the journal in --data; servers sharing it share the work")
 	fs.StringVar(&f.addr, "addr", server.DefaultAddr, "listen `address`; beyond loopback a token is required")
 	fs.StringVar(&f.token, "token", "", "bearer `token` required on every API call but /healthz (prefer RUNLOG_TOKEN or --token-file)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the token from this `file`")
@@ -57,7 +59,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.maxBody, "max-body", "largest request body (and job payload), e.g. 1MiB")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, how long running attempts may finish")
 	fs.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard at /")
-	fs.BoolVar(&f.dashboardReadOnly, "dashboard-read-only", false, "hide the dashboard's actions (cancel, retry)")
+	fs.BoolVar(&f.dashboardReadOnly, "read-only", false, "hide and refuse the dashboard's actions (cancel, retry)")
+	fs.BoolVar(&f.dashboardReadOnly, "dashboard-read-only", false, "the same as --read-only")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
@@ -104,9 +107,10 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("--concurrency %d: must be 1 or more", f.concurrency)
 	}
 	return server.Config{
-		Dir:   f.data,
-		Addr:  f.addr,
-		Token: token,
+		Dir:      f.data,
+		Postgres: f.postgres,
+		Addr:     f.addr,
+		Token:    token,
 		Runner: runlog.Config{
 			Concurrency:       f.concurrency,
 			TargetConcurrency: f.targetConcurrency,

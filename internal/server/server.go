@@ -44,8 +44,12 @@ var ErrInsecure = errors.New("server: refusing to listen beyond loopback without
 // Config configures Start. The zero value (plus Dir) is a valid
 // configuration: loopback, no token, runlog's default policies.
 type Config struct {
-	// Dir is the journal directory (required).
+	// Dir is the journal directory (required unless Postgres is set).
 	Dir string
+	// Postgres, when set, is the connection string of the PostgreSQL
+	// database the runner stores its jobs in (schema migrated at start),
+	// instead of the journal in Dir: many servers may share it.
+	Postgres string
 	// Addr is the listen address. Defaults to DefaultAddr. A port of 0
 	// picks a free port (see Server.Addr).
 	Addr string
@@ -124,9 +128,20 @@ func Start(cfg Config) (*Server, error) {
 	if rc.MaxPayload <= 0 {
 		rc.MaxPayload = int(cfg.MaxBody)
 	}
-	runner, err := runlog.Open(cfg.Dir, rc)
-	if err != nil {
-		return nil, fmt.Errorf("server: open journal %s: %w", cfg.Dir, err)
+	var (
+		runner *runlog.Runner
+		err    error
+	)
+	if cfg.Postgres != "" {
+		runner, err = runlog.OpenPostgres(context.Background(), cfg.Postgres, rc)
+		if err != nil {
+			return nil, fmt.Errorf("server: open PostgreSQL store: %w", err)
+		}
+	} else {
+		runner, err = runlog.Open(cfg.Dir, rc)
+		if err != nil {
+			return nil, fmt.Errorf("server: open journal %s: %w", cfg.Dir, err)
+		}
 	}
 	metrics.Watch(runner)
 	ln, err := net.Listen("tcp", cfg.Addr)

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/runlog/runlog/internal/store/pgstore"
+)
+
+// runMigrate applies the embedded schema migrations to a PostgreSQL
+// database (idempotent; concurrent runs serialize on an advisory lock).
+func runMigrate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("migrate", "--postgres URL", stderr)
+	url := fs.String("postgres", "", "the PostgreSQL connection `URL`")
+	pos, code, ok := parseOrExit(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 || *url == "" {
+		fs.Usage()
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := pgstore.Migrate(ctx, *url)
+	if err != nil {
+		fmt.Fprintf(stderr, "runlog migrate: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "schema at version %d\n", n)
+	return exitOK
+}
