@@ -59,9 +59,11 @@ type driver struct {
 
 	// runlog starts dispatching at Open and has no pause, so "workers
 	// stopped" is a gate that attempts wait at: closed means open.
+	// gate is read by every attempt, so it is an atomic pointer; mu
+	// serialises Start and Stop, which replace or close it.
 	mu      sync.Mutex
-	gate    chan struct{} // guarded by mu
-	bodies  sync.RWMutex  // held for reading while a job body runs
+	gate    atomic.Pointer[chan struct{}]
+	bodies  sync.RWMutex // held for reading while a job body runs
 	closing chan struct{}
 	once    sync.Once
 }
@@ -83,10 +85,11 @@ func Open(ctx context.Context, cfg harness.Config) (harness.Driver, error) {
 	d := &driver{
 		cfg:     cfg,
 		obs:     &syncCounter{},
-		gate:    make(chan struct{}),
 		closing: make(chan struct{}),
 		retry:   runlog.RetryPolicy{Attempts: 10, Base: 500 * time.Millisecond, Cap: 30 * time.Second},
 	}
+	shut := make(chan struct{}) // workers stopped until Start
+	d.gate.Store(&shut)
 	if cfg.MaxAttempts > d.retry.Attempts {
 		d.retry.Attempts = cfg.MaxAttempts
 	}
@@ -127,9 +130,7 @@ func (d *driver) run(ctx context.Context, raw json.RawMessage) error {
 	}
 	for {
 		d.bodies.RLock()
-		d.mu.Lock()
-		gate := d.gate
-		d.mu.Unlock()
+		gate := *d.gate.Load()
 		select {
 		case <-gate:
 			err := (*d.h.Load())(ctx, p)
@@ -167,11 +168,12 @@ func (d *driver) Start(_ context.Context, h harness.Handler) error {
 	d.h.Store(&h)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	gate := *d.gate.Load()
 	select {
-	case <-d.gate:
+	case <-gate:
 		return errors.New("runlog: workers already started")
 	default:
-		close(d.gate)
+		close(gate)
 	}
 	return nil
 }
@@ -180,8 +182,9 @@ func (d *driver) Start(_ context.Context, h harness.Handler) error {
 func (d *driver) Stop(context.Context) error {
 	d.mu.Lock()
 	select {
-	case <-d.gate:
-		d.gate = make(chan struct{})
+	case <-*d.gate.Load():
+		closed := make(chan struct{})
+		d.gate.Store(&closed)
 	default:
 	}
 	d.mu.Unlock()
