@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ type runFlags struct {
 	outstanding, attempts         int
 	duration, limit, window, body time.Duration
 	dir, pg, redis                string
+	cpuprofile                    string
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -44,6 +46,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dir, "dir", "", "private directory for this run's files (default: a new temp dir)")
 	fs.StringVar(&f.pg, "pg", os.Getenv("BENCH_PG_URL"), "PostgreSQL URL (river-pg)")
 	fs.StringVar(&f.redis, "redis", os.Getenv("BENCH_REDIS_ADDR"), "Redis host:port (asynq)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (W1 to W3) to this file")
 }
 
 func (f *runFlags) config(fresh bool) harness.Config {
@@ -88,6 +91,17 @@ func cmdRun(args []string) error {
 	defer stop()
 
 	r := harness.Result{Label: f.label, System: f.system, Mode: harness.Mode(f.mode), Workload: f.workload, Concurrency: f.conc}
+	if f.cpuprofile != "" {
+		pf, err := os.Create(f.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	runErr := run(ctx, sys, &f, &r)
 	if runErr != nil {
 		r.Error = runErr.Error()

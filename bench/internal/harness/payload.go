@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,8 +55,54 @@ func (p Payload) Marshal() []byte {
 }
 
 // ParsePayload decodes bytes made by Marshal (any JSON object with the
-// fields "i" and "t" is accepted).
+// fields "i" and "t" is accepted). Marshal's own layout is parsed without
+// encoding/json, which would otherwise be a tenth of the harness's CPU in
+// the fastest runs.
 func ParsePayload(b []byte) (Payload, error) {
+	if p, ok := parseExact(b); ok {
+		return p, nil
+	}
+	return parseJSON(b)
+}
+
+// parseExact parses exactly Marshal's layout, {"i":N,"t":N,"p":"x..."},
+// and reports false for anything else.
+func parseExact(b []byte) (Payload, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(`{"i":`))
+	if !ok {
+		return Payload{}, false
+	}
+	id, rest, ok := cutInt(rest, `,"t":`)
+	if !ok || id < 0 {
+		return Payload{}, false
+	}
+	at, rest, ok := cutInt(rest, `,"p":"`)
+	if !ok {
+		return Payload{}, false
+	}
+	pad, ok := bytes.CutSuffix(rest, []byte(`"}`))
+	if !ok || bytes.ContainsFunc(pad, func(r rune) bool { return r != 'x' }) {
+		return Payload{}, false
+	}
+	return Payload{ID: id, EnqueuedAt: at, Pad: string(pad)}, true
+}
+
+// cutInt parses the decimal integer before sep (JSON's form: an optional
+// minus, no leading zeros) and returns what follows sep.
+func cutInt(b []byte, sep string) (int64, []byte, bool) {
+	num, rest, ok := bytes.Cut(b, []byte(sep))
+	digits := bytes.TrimPrefix(num, []byte("-"))
+	if !ok || len(digits) == 0 || (len(digits) > 1 && digits[0] == '0') {
+		return 0, nil, false
+	}
+	v, err := strconv.ParseInt(string(num), 10, 64)
+	if err != nil || bytes.ContainsFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) {
+		return 0, nil, false
+	}
+	return v, rest, true
+}
+
+func parseJSON(b []byte) (Payload, error) {
 	var p struct {
 		ID         *int64 `json:"i"`
 		EnqueuedAt *int64 `json:"t"`

@@ -45,6 +45,7 @@ func TestParsePayloadRejects(t *testing.T) {
 		`{"i":"1","t":1}`,
 		`[1,2]`,
 		`{"i":1,"t":1`,
+		`{"i":01,"t":1,"p":""}`,
 	} {
 		if _, err := ParsePayload([]byte(in)); !errors.Is(err, ErrBadPayload) {
 			t.Errorf("ParsePayload(%q) = %v, want ErrBadPayload", in, err)
@@ -67,6 +68,13 @@ func FuzzParsePayload(f *testing.F) {
 		q, err := ParsePayload(p.Marshal())
 		if err != nil || q.ID != p.ID || q.EnqueuedAt != p.EnqueuedAt {
 			t.Fatalf("round trip of %+v gave %+v, %v", p, q, err)
+		}
+		// The fast path agrees with encoding/json wherever it applies.
+		if fast, ok := parseExact(b); ok {
+			slow, err := parseJSON(b)
+			if err != nil || slow != fast {
+				t.Fatalf("parseExact(%q) = %+v, encoding/json says %+v, %v", b, fast, slow, err)
+			}
 		}
 	})
 }
