@@ -111,6 +111,9 @@ func dump(t testing.TB, s store.Store) (all []jobView, desc []uint64, targets []
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(targets) == 0 {
+		targets = nil
+	}
 	for i := range targets {
 		if len(targets[i].Breaker.Fails) == 0 {
 			targets[i].Breaker.Fails = nil
@@ -162,7 +165,7 @@ func TestSameAsEmbedded(t *testing.T) {
 	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
 		// Each step is a transaction: fewer runs than rapid's default
 		// keep the test within its time budget (-rapid.checks overrides).
-		checks := "60"
+		checks := "40"
 		if testing.Short() {
 			checks = "15"
 		}
@@ -429,9 +432,9 @@ func TestFencing(t *testing.T) {
 		op := decide()
 		ref.Apply(&op)
 	}
-	var want []store.TargetInfo
-	if wb := ref.Breaker("t"); !wb.IsZero() {
-		want = []store.TargetInfo{{Target: "t", Breaker: wb, Pending: 1}}
+	want := []store.TargetInfo{{Target: "t", Breaker: ref.Breaker("t"), Pending: 1}}
+	if len(want[0].Breaker.Fails) == 0 {
+		want[0].Breaker.Fails = nil
 	}
 	if got, _ := b.Targets(ctx); !reflect.DeepEqual(got, want) {
 		t.Fatalf("breakers after the rescue: %+v, want %+v (package state's orphan rule)", got, want)

@@ -193,48 +193,50 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 }
 
 // Targets implements store.Store: every target whose breaker is not the
-// zero breaker, in byte order, with its pending and running counts.
+// zero breaker or that has jobs pending or running, in byte order, with its
+// breaker and its pending and running counts.
 func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
+	}
+	byTarget := make(map[string]*store.TargetInfo)
+	info := func(t string) *store.TargetInfo {
+		ti, ok := byTarget[t]
+		if !ok {
+			ti = &store.TargetInfo{Target: t}
+			byTarget[t] = ti
+		}
+		return ti
 	}
 	rows, err := s.pool.Query(ctx, `SELECT target, state, fails, until, busy FROM runlog_breakers
 		WHERE NOT (state = 0 AND cardinality(fails) = 0 AND until = 0 AND busy = 0)`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: targets: %w", err)
 	}
-	var out []store.TargetInfo
 	for rows.Next() {
 		var (
-			ti    store.TargetInfo
+			t     string
 			st    int16
 			fails []int64
+			until int64
 			busy  int32
 		)
-		if err := rows.Scan(&ti.Target, &st, &fails, &ti.Breaker.Until, &busy); err != nil {
+		if err := rows.Scan(&t, &st, &fails, &until, &busy); err != nil {
 			rows.Close()
 			return nil, err
 		}
+		b := retry.Breaker{State: retry.BreakerState(st), Until: until, Busy: int(busy)}
 		if len(fails) > 0 {
-			ti.Breaker.Fails = fails
+			b.Fails = fails
 		}
-		ti.Breaker.State, ti.Breaker.Busy = retry.BreakerState(st), int(busy)
-		out = append(out, ti)
+		info(t).Breaker = b
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: targets: %w", err)
 	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	slices.SortFunc(out, func(a, b store.TargetInfo) int { return strings.Compare(a.Target, b.Target) })
-	names := make([]string, len(out))
-	for i := range out {
-		names[i] = out[i].Target
-	}
 	load, err := s.pool.Query(ctx, `SELECT target, count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 1)
-		FROM runlog_jobs WHERE state IN (0, 1) AND target = ANY($1) GROUP BY target`, names)
+		FROM runlog_jobs WHERE state IN (0, 1) GROUP BY target`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: target load: %w", err)
 	}
@@ -247,9 +249,19 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 		if err := load.Scan(&t, &pending, &running); err != nil {
 			return nil, err
 		}
-		if i, ok := slices.BinarySearchFunc(out, t, func(ti store.TargetInfo, t string) int { return strings.Compare(ti.Target, t) }); ok {
-			out[i].Pending, out[i].Running = pending, running
-		}
+		ti := info(t)
+		ti.Pending, ti.Running = pending, running
 	}
-	return out, load.Err()
+	if err := load.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: target load: %w", err)
+	}
+	if len(byTarget) == 0 {
+		return nil, nil
+	}
+	out := make([]store.TargetInfo, 0, len(byTarget))
+	for _, ti := range byTarget {
+		out = append(out, *ti)
+	}
+	slices.SortFunc(out, func(a, b store.TargetInfo) int { return strings.Compare(a.Target, b.Target) })
+	return out, nil
 }
