@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -272,3 +273,28 @@ func TestListenerReconnects(t *testing.T) {
 
 // quietLogger drops logs (the reconnect warning is expected).
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestRestartUnderSameNodeRequeues: a node reopened under the same id
+// requeues at once the attempts its previous process left running.
+func TestRestartUnderSameNodeRequeues(t *testing.T) {
+	ctx := context.Background()
+	old, url := openTest(t, Options{Node: "w1"})
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
+	if _, err := old.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := old.Claim(ctx, 1000, store.Limits{Max: 1})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	// The old process is gone (its lease is 5 s and still runs).
+	s, err := Open(ctx, url, Options{Node: "w1", Circuit: testCircuit, Now: func() int64 { return 2000 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	j, err := s.Job(ctx, cs[0].ID)
+	if err != nil || j.State != state.Pending || j.Fails != 1 || j.Due != 2000 || !strings.Contains(j.LastError, "node w1 restarted") {
+		t.Fatalf("job after the restart: %+v %v", j, err)
+	}
+}

@@ -225,6 +225,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]struct{})}
+	// A node that restarts under the same id (a stable Options.Node) takes
+	// back at once what its previous process left running, as the embedded
+	// store does at open, instead of waiting for the leases to expire.
+	if n, err := s.requeue(ctx, "state = 1 AND node = $1", []any{opts.Node}, fmt.Sprintf("node %s restarted", opts.Node)); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: requeue the attempts this node's previous process left running: %w", err)
+	} else if n > 0 {
+		s.log.Info("pgstore: requeued the attempts this node's previous process left running", "jobs", n, "node", opts.Node)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.loops.Add(4)
 	go s.listen()
