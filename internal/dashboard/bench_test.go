@@ -31,8 +31,7 @@ func benchJobs(b *testing.B) int {
 // EnqueueMany in batches of 1000, over 100 targets) plus a few thousand
 // finished ones (succeeded and failed). The bar is 100 ms per page: read
 // ms/page (wall) on an idle machine, cpu-ms/page (the process's CPU time
-// per page, the runner being idle) on a shared one. "cold" pages call
-// Runner.Stats, "warm" ones share the last second's; runner-stats is the
+// per page, the runner being idle) on a shared one. runner-stats is the
 // engine's Stats alone.
 func BenchmarkPages(b *testing.B) {
 	n := benchJobs(b)
@@ -84,26 +83,19 @@ func BenchmarkPages(b *testing.B) {
 		{"failed", "/failed"},
 		{"targets", "/targets"},
 	}
-	// cold: every request calls Runner.Stats (the first viewer after
-	// StatsTTL); warm: the Stats of the last second are shared.
-	for _, mode := range []string{"cold", "warm"} {
-		for _, pg := range pages {
-			b.Run(mode+"/"+pg.name, func(b *testing.B) {
-				req := httptest.NewRequest(http.MethodGet, pg.path, nil)
-				cpu0 := cpuSeconds()
-				for b.Loop() {
-					if mode == "cold" {
-						bn.h().dropStats()
-					}
-					w := httptest.NewRecorder()
-					bn.handler.ServeHTTP(w, req)
-					if w.Code != http.StatusOK {
-						b.Fatalf("GET %s: %d", pg.path, w.Code)
-					}
+	for _, pg := range pages {
+		b.Run(pg.name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, pg.path, nil)
+			cpu0 := cpuSeconds()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				bn.handler.ServeHTTP(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatalf("GET %s: %d", pg.path, w.Code)
 				}
-				reportPerPage(b, cpu0)
-			})
-		}
+			}
+			reportPerPage(b, cpu0)
+		})
 	}
 	b.Run("runner-stats", func(b *testing.B) {
 		cpu0 := cpuSeconds()

@@ -33,7 +33,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/runlog/runlog"
@@ -76,40 +75,6 @@ type handler struct {
 	mux    *http.ServeMux
 	auth   *auth
 	now    func() time.Time
-
-	statsMu  sync.Mutex   // held while Stats runs: one call for all viewers
-	statsAt  time.Time    // guarded by statsMu; zero: no cached Stats
-	statsVal runlog.Stats // guarded by statsMu
-}
-
-// StatsTTL is how long the dashboard reuses one Runner.Stats: its Targets
-// walk the pending jobs, which costs tens of milliseconds with a million
-// held, so many viewers (and pages that auto-refresh) share one call per
-// StatsTTL. Every action drops the cached value.
-const StatsTTL = time.Second
-
-// stats returns the runner's Stats, at most StatsTTL old. The value is
-// shared: callers must not modify it.
-func (h *handler) stats(ctx context.Context) (runlog.Stats, error) {
-	h.statsMu.Lock()
-	defer h.statsMu.Unlock()
-	now := h.now()
-	if !h.statsAt.IsZero() && now.Sub(h.statsAt) < StatsTTL && now.Sub(h.statsAt) >= 0 {
-		return h.statsVal, nil
-	}
-	st, err := h.runner.Stats(ctx)
-	if err != nil {
-		return runlog.Stats{}, err
-	}
-	h.statsVal, h.statsAt = st, now
-	return st, nil
-}
-
-// dropStats forgets the cached Stats (after an action changed them).
-func (h *handler) dropStats() {
-	h.statsMu.Lock()
-	h.statsAt = time.Time{}
-	h.statsMu.Unlock()
 }
 
 // New returns the dashboard over r as an http.Handler to mount at "/" on
@@ -189,7 +154,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.errorPage(w, r, http.StatusForbidden, "This dashboard is read-only: actions are turned off. Use the API or the runlog CLI.")
 			return
 		}
-		defer h.dropStats()
 	}
 	h.mux.ServeHTTP(w, r)
 }

@@ -101,7 +101,7 @@ type overviewData struct {
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
-	st, err := h.stats(r.Context())
+	st, err := h.runner.Stats(r.Context())
 	if err != nil {
 		h.engineError(w, r, err)
 		return
@@ -233,7 +233,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, failedPage bool) 
 		h.engineError(w, r, err)
 		return
 	}
-	st, err := h.stats(r.Context())
+	st, err := h.runner.Stats(r.Context())
 	if err != nil {
 		h.engineError(w, r, err)
 		return
@@ -314,7 +314,7 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 		h.engineError(w, r, err)
 		return
 	}
-	st, err := h.stats(r.Context())
+	st, err := h.runner.Stats(r.Context())
 	if err != nil {
 		h.engineError(w, r, err)
 		return
@@ -388,7 +388,7 @@ type targetView struct {
 }
 
 func (h *handler) targets(w http.ResponseWriter, r *http.Request) {
-	st, err := h.stats(r.Context())
+	st, err := h.runner.Stats(r.Context())
 	if err != nil {
 		h.engineError(w, r, err)
 		return
