@@ -427,8 +427,9 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 		out  []state.Job
 		next uint64
 	)
+	digits := allDigits(f.Search)
 	s.st.Scan(f.After, !f.Oldest, func(j *state.Job) bool {
-		if !matches(j, f) {
+		if !matches(j, &f, digits) {
 			return true
 		}
 		if len(out) == limit {
@@ -441,8 +442,9 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 	return out, next, nil
 }
 
-// matches reports whether job j passes filter f.
-func matches(j *state.Job, f store.Filter) bool {
+// matches reports whether job j passes filter f; digits is whether
+// f.Search could be part of a decimal id.
+func matches(j *state.Job, f *store.Filter, digits bool) bool {
 	if f.State != "" && j.State.String() != f.State {
 		return false
 	}
@@ -452,8 +454,24 @@ func matches(j *state.Job, f store.Filter) bool {
 	if f.Target != "" && j.Spec.Target != f.Target {
 		return false
 	}
-	if f.Search != "" && !strings.Contains(strconv.FormatUint(j.ID, 10), f.Search) && !strings.Contains(j.Spec.Key, f.Search) {
-		return false
+	if f.Search != "" && !strings.Contains(j.Spec.Key, f.Search) {
+		if !digits {
+			return false
+		}
+		var buf [20]byte
+		if !strings.Contains(string(strconv.AppendUint(buf[:0], j.ID, 10)), f.Search) {
+			return false
+		}
+	}
+	return true
+}
+
+// allDigits reports whether s is made of decimal digits only.
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
 	}
 	return true
 }
