@@ -637,9 +637,17 @@ func TestPostgresStaleNode(t *testing.T) {
 
 // BenchmarkPostgresW1 is W1 on PostgreSQL (fsync and synchronous_commit
 // on): 20 k no-op jobs (50-byte payload) enqueued in batches of 1000 due an
-// hour ahead of a fake clock, then processed at concurrency 256 by a runner
-// on the real clock, timed from open to the last completion.
+// hour ahead of a fake clock, then processed at concurrency 256 per node by
+// one node, or by two nodes (runners in this process) sharing the queue,
+// timed from open to the last completion.
 func BenchmarkPostgresW1(b *testing.B) {
+	for _, nodes := range []int{1, 2} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) { benchPostgresW1(b, nodes) })
+	}
+}
+
+// benchPostgresW1 runs W1 with the given number of nodes.
+func benchPostgresW1(b *testing.B, nodes int) {
 	const n = 20_000
 	ctx := context.Background()
 	for range b.N {
@@ -674,12 +682,20 @@ func BenchmarkPostgresW1(b *testing.B) {
 		})}
 		cfg.Clock = nil
 		start = time.Now()
-		if r, err = runlog.OpenPostgres(ctx, url, cfg); err != nil {
-			b.Fatal(err)
+		runners := make([]*runlog.Runner, nodes)
+		for i := range runners {
+			if runners[i], err = runlog.OpenPostgres(ctx, url, cfg); err != nil {
+				b.Fatal(err)
+			}
 		}
 		<-all
 		proc := time.Since(start)
-		r.Close(ctx)
+		for _, r := range runners {
+			r.Close(ctx)
+		}
+		if got := done.Load(); got != n {
+			b.Fatalf("%d attempts for %d jobs: a job ran twice", got, n)
+		}
 		b.ReportMetric(n/enq.Seconds(), "enqueue-jobs/s")
 		b.ReportMetric(n/proc.Seconds(), "jobs/s")
 	}
