@@ -42,6 +42,9 @@ type sizes struct {
 	w2Dur             time.Duration
 	w2Conc, w2Prod    int
 	w2Outstanding     int
+	// w2PacedRate and w2PacedDur size W2-paced.
+	w2PacedRate float64
+	w2PacedDur  time.Duration
 	w3Conc, w4Conc    int
 	w4Window, w4Body  time.Duration
 	childLimit, drain time.Duration
@@ -59,6 +62,7 @@ var plans = map[string]sizes{
 	"full": {
 		w1N: 20000, w1Conc: []int{16, 256},
 		w2Dur: 10 * time.Second, w2Conc: 64, w2Prod: 64, w2Outstanding: 256,
+		w2PacedRate: 100, w2PacedDur: 5 * time.Second,
 		w3N: 500, w3Conc: 16,
 		w4N: 2000, w4Conc: 16, w4Window: 30 * time.Second, w4Body: 20 * time.Millisecond,
 		childLimit: 4 * time.Minute, drain: 2 * time.Minute,
@@ -71,6 +75,7 @@ var plans = map[string]sizes{
 	"smoke": {
 		w1N: 500, w1Conc: []int{16},
 		w2Dur: 2 * time.Second, w2Conc: 16, w2Prod: 4, w2Outstanding: 64,
+		w2PacedRate: 100, w2PacedDur: time.Second,
 		w3N: 100, w3Conc: 16,
 		w4N: 200, w4Conc: 16, w4Window: 6 * time.Second, w4Body: 20 * time.Millisecond,
 		childLimit: time.Minute, drain: 30 * time.Second,
@@ -116,6 +121,9 @@ func matrix(cfgs []config, s sizes) []entry {
 		}
 		out = append(out, entry{cfg: c, workload: harness.W2, conc: s.w2Conc, extra: []string{
 			"-duration", s.w2Dur.String(), "-producers", strconv.Itoa(s.w2Prod), "-outstanding", strconv.Itoa(s.w2Outstanding)}})
+		out = append(out, entry{cfg: c, workload: harness.W2Paced, conc: s.w2Conc, extra: []string{
+			"-duration", s.w2PacedDur.String(), "-producers", "4", "-outstanding", strconv.Itoa(s.w2Outstanding),
+			"-rate", strconv.FormatFloat(s.w2PacedRate, 'f', -1, 64)}})
 		out = append(out, entry{cfg: c, workload: harness.W3, conc: s.w3Conc, n: s.w3N})
 	}
 	for _, c := range cfgs {
@@ -277,7 +285,7 @@ func summary(r harness.Result) string {
 	switch r.Workload {
 	case harness.W1:
 		fmt.Fprintf(&b, "enqueue %.0f/s batched %.0f/s process %.0f/s", r.EnqueueRate, r.EnqueueBatchRate, r.ProcessRate)
-	case harness.W2:
+	case harness.W2, harness.W2Paced:
 		fmt.Fprintf(&b, "%.0f jobs/s p50 %.1fms p99 %.1fms", r.CompleteRate, r.P50Millis, r.P99Millis)
 	case harness.W3:
 		fmt.Fprintf(&b, "%.0f jobs/s missing %d dup %d extra %d", r.CompleteRate, r.Missing, r.Duplicates, r.ExtraAttempts)

@@ -102,7 +102,7 @@ func TestMatrix(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{harness.W1: 2 * peers, harness.W2: peers, harness.W3: peers, harness.W4: crash}
+	want := map[string]int{harness.W1: 2 * peers, harness.W2: peers, harness.W2Paced: peers, harness.W3: peers, harness.W4: crash}
 	for w, n := range want {
 		if count[w] != n {
 			t.Errorf("%s runs = %d, want %d", w, count[w], n)

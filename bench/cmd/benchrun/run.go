@@ -24,6 +24,7 @@ type runFlags struct {
 	conc, n, batch, producers     int
 	outstanding, attempts         int
 	duration, limit, window, body time.Duration
+	rate                          float64
 	dir, pg, redis                string
 	cpuprofile                    string
 }
@@ -32,12 +33,13 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.system, "system", "", "system to run: "+fmt.Sprint(harness.Names()))
 	fs.StringVar(&f.label, "label", "", "name of this configuration in the report (default: system and mode)")
 	fs.StringVar(&f.mode, "mode", string(harness.ModeDefault), "default (the system's defaults) or tuned (polling tuned for speed)")
-	fs.StringVar(&f.workload, "workload", harness.W1, "W1, W2, W3 or W4")
+	fs.StringVar(&f.workload, "workload", harness.W1, "W1, W2, W2-paced, W3 or W4")
 	fs.IntVar(&f.conc, "conc", 16, "jobs run at once (and enqueuing goroutines in W1)")
 	fs.IntVar(&f.n, "n", 20000, "jobs (W1, W3, W4)")
 	fs.IntVar(&f.batch, "batch", 1000, "batch size of batched enqueues")
 	fs.IntVar(&f.producers, "producers", 16, "W2: enqueuing goroutines")
 	fs.IntVar(&f.outstanding, "outstanding", 256, "W2: most jobs enqueued and not yet done")
+	fs.Float64Var(&f.rate, "rate", 100, "W2-paced: enqueues per second, all producers together")
 	fs.IntVar(&f.attempts, "attempts", 0, "attempts a job may take (0: the system's default)")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "W2: how long producers and consumers run")
 	fs.DurationVar(&f.limit, "limit", 2*time.Minute, "bound on each wait for jobs to finish")
@@ -132,12 +134,16 @@ func run(ctx context.Context, sys harness.System, f *runFlags, r *harness.Result
 	switch f.workload {
 	case harness.W1:
 		werr = harness.RunW1(ctx, d, harness.W1Params{N: f.n, Concurrency: f.conc, BatchSize: f.batch, Limit: f.limit}, r)
-	case harness.W2:
-		werr = harness.RunW2(ctx, d, harness.W2Params{Duration: f.duration, Producers: f.producers, Concurrency: f.conc, Outstanding: f.outstanding}, r)
+	case harness.W2, harness.W2Paced:
+		w2 := harness.W2Params{Duration: f.duration, Producers: f.producers, Concurrency: f.conc, Outstanding: f.outstanding}
+		if f.workload == harness.W2Paced {
+			w2.Rate = f.rate
+		}
+		werr = harness.RunW2(ctx, d, w2, r)
 	case harness.W3:
 		werr = harness.RunW3(ctx, d, harness.W3Params{N: f.n, Concurrency: f.conc, BatchSize: f.batch, Limit: f.limit, Settle: 500 * time.Millisecond}, r)
 	default:
-		return fmt.Errorf("unknown workload %q; use W1, W2, W3 or W4", f.workload)
+		return fmt.Errorf("unknown workload %q; use W1, W2, W2-paced, W3 or W4", f.workload)
 	}
 	r.Settings = d.Settings(ctx)
 	return werr

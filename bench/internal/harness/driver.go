@@ -26,6 +26,9 @@ const (
 const (
 	W1 = "W1" // enqueue N, then drain
 	W2 = "W2" // producers and consumers at once for a fixed time
+	// W2Paced is W2 with the producers paced at a fixed rate every system
+	// keeps up with: its latency is the dispatch delay, not queueing.
+	W2Paced = "W2-paced"
 	W3 = "W3" // jobs that fail twice, then succeed
 	W4 = "W4" // kill -9 of the worker midway, restart
 )

@@ -27,6 +27,8 @@ type Result struct {
 	// W2: the producers and the bound on jobs enqueued and not yet done.
 	Producers   int `json:"producers,omitempty"`
 	Outstanding int `json:"outstanding,omitempty"`
+	// PacedRate is the enqueue rate of W2-paced, in jobs/s.
+	PacedRate float64 `json:"paced_rate,omitempty"`
 	// DurationSeconds is how long producers and consumers ran together.
 	DurationSeconds float64 `json:"duration_seconds,omitempty"`
 

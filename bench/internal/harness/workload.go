@@ -224,6 +224,9 @@ type W2Params struct {
 	// waits when the system falls that far behind, so the latency measures
 	// the system and not an ever-growing backlog.
 	Outstanding int
+	// Rate, if > 0, paces the producers together at Rate enqueues per
+	// second (W2-paced); 0 lets each enqueue as fast as it can.
+	Rate float64
 }
 
 // RunW2 runs producers and consumers at once for p.Duration and fills
@@ -231,7 +234,7 @@ type W2Params struct {
 func RunW2(ctx context.Context, d Driver, p W2Params, r *Result) error {
 	begin := time.Now()
 	defer func() { r.WallSeconds = time.Since(begin).Seconds() }()
-	r.Producers, r.Outstanding, r.DurationSeconds = p.Producers, p.Outstanding, p.Duration.Seconds()
+	r.Producers, r.Outstanding, r.DurationSeconds, r.PacedRate = p.Producers, p.Outstanding, p.Duration.Seconds(), p.Rate
 	t := newTracker(0, -1, 0)
 	t.lat = newSamples(4 << 20)
 	sem := make(chan struct{}, p.Outstanding)
@@ -252,12 +255,40 @@ func RunW2(ctx context.Context, d Driver, p W2Params, r *Result) error {
 		errOnce  sync.Once
 		firstErr error
 	)
+	// paced hands out one token per enqueue at p.Rate; nil when unpaced.
+	var paced chan struct{}
+	if p.Rate > 0 {
+		paced = make(chan struct{}, p.Producers)
+		interval := time.Duration(float64(time.Second) / p.Rate)
+		go func() {
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					select {
+					case paced <- struct{}{}:
+					default: // every producer is busy: this enqueue is skipped
+					}
+				case <-pctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	t.recording.Store(true)
 	start := time.Now()
 	doneAtStart := t.done.Load()
 	for range p.Producers {
 		wg.Go(func() {
 			for {
+				if paced != nil {
+					select {
+					case <-paced:
+					case <-pctx.Done():
+						return
+					}
+				}
 				select {
 				case sem <- struct{}{}:
 				case <-pctx.Done():

@@ -238,6 +238,21 @@ func Render(rs []harness.Result, info Info) string {
 		p("\n")
 	}
 
+	if runs := x.of(harness.W2Paced, 0); len(runs) > 0 {
+		p("### W2 paced: %.0f jobs/s, a rate every system keeps up with\n\n", runs[0].PacedRate)
+		p("The same, for %.0f s, but %d producers together enqueue only %.0f jobs per second: the latency is then the system's dispatch delay (polling, wake-ups, commits), not queueing.\n\n", runs[0].DurationSeconds, runs[0].Producers, runs[0].PacedRate)
+		p("| system | completed jobs/s | p50 enqueue→start | p99 enqueue→start |\n")
+		p("|---|---:|---:|---:|\n")
+		for _, r := range runs {
+			if r.Error != "" {
+				p("| %s | failed: %s |||\n", r.Label, cell(r.Error))
+				continue
+			}
+			p("| %s | %s | %.2f ms | %.2f ms |\n", r.Label, num(r.CompleteRate), r.P50Millis, r.P99Millis)
+		}
+		p("\n")
+	}
+
 	if runs := x.of(harness.W3, 0); len(runs) > 0 {
 		rl, hasRL := find(runs, runlogLabel)
 		p("## W3: jobs that fail twice, then succeed (N = %d, concurrency %d)\n\n", firstN(runs), runs[0].Concurrency)

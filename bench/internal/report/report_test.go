@@ -65,6 +65,8 @@ func TestRenderVerdicts(t *testing.T) {
 		// The failed peer run is shown as failed, not as zero.
 		"| goqite tuned | 3000 | failed: drain: only 10 of 3000 jobs succeeded within 2m0s |",
 		"NO: 0 missing, 1 twice, 1 extra attempts",
+		"### W2 paced: 100 jobs/s, a rate every system keeps up with",
+		"| river-pg tuned | 98.0 | 55.50 ms | 110.50 ms |",
 		"- **W4 (runlog default):** 995 of 2000 jobs not run by the end of the 20 s window; the jobs started before the kill (3 in flight, 0 finished but run again) had not all run again by then; **not met**.",
 		"- **W4 (runlog tuned):** 0 of 2000 jobs not run by the end of the 20 s window; the jobs started before the kill (2 in flight, 1 finished but run again) had all run again 0.50 s after the restart; **met**.",
 	} {
