@@ -91,7 +91,7 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pgstore: enqueue (nothing was added): %w", err)
 	}
 	s.invalidate()
 	return out, nil
@@ -705,7 +705,7 @@ func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string)
 		return nil
 	})
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("pgstore: cancel job %d: %w", id, err)
 	}
 	s.invalidate()
 	return running, nil
@@ -736,7 +736,7 @@ func (s *Store) Revive(ctx context.Context, now int64, id uint64) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("pgstore: retry job %d: %w", id, err)
 	}
 	s.invalidate()
 	return nil
