@@ -85,7 +85,8 @@ func OpenPostgresWith(ctx context.Context, url string, cfg Config, opts Postgres
 // payload within the default Config.MaxPayload of 1 MiB, names within
 // 1024 bytes, a valid retry policy); a job without its own Retry gets the
 // default policy (10 attempts, 500ms doubling to 30s), not a runner's
-// Config.Retry. The kind is not checked against any runner's handlers.
+// Config.Retry. The kind is not checked against any runner's handlers. A
+// zero RunAt means now on the wall clock (there is no runner's Clock).
 func EnqueueTx(ctx context.Context, tx pgx.Tx, req JobRequest) (EnqueueResult, error) {
 	now := time.Now()
 	job, err := validateRequest(&req, now)
