@@ -700,3 +700,45 @@ func benchPostgresW1(b *testing.B, nodes int) {
 		b.ReportMetric(n/proc.Seconds(), "jobs/s")
 	}
 }
+
+// ExampleOpenPostgres runs jobs from a PostgreSQL database that several
+// processes share. (Not run by go test: it needs a server.)
+func ExampleOpenPostgres() {
+	ctx := context.Background()
+	r, err := runlog.OpenPostgres(ctx, "postgres://runlog@localhost:5432/app", runlog.Config{
+		Handlers: map[string]runlog.Handler{
+			"email": runlog.Handle(func(ctx context.Context, to string) error {
+				info, _ := runlog.AttemptFrom(ctx)
+				fmt.Println("send to", to, "attempt", info.Attempt)
+				return nil
+			}),
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r.Close(ctx)
+	id, err := r.Enqueue(ctx, "email", "a@example.com", runlog.Key("welcome-42"))
+	fmt.Println(id, err)
+}
+
+// ExampleEnqueueTx enqueues a job in the application's own transaction: the
+// job exists if and only if the order does.
+func ExampleEnqueueTx() {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, "postgres://runlog@localhost:5432/app")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer conn.Close(ctx)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO orders (id) VALUES (42)"); err != nil {
+			return err
+		}
+		_, err := runlog.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "email", Payload: []byte(`"a@example.com"`), Key: "order-42"})
+		return err
+	})
+	fmt.Println(err)
+}
