@@ -37,14 +37,15 @@ type entry struct {
 
 // sizes are the workload sizes of a plan.
 type sizes struct {
-	w1N, w3N, w4N     int
-	w1Conc            []int
-	w2Dur             time.Duration
-	w2Conc, w2Prod    int
-	w2Outstanding     int
-	// w2PacedRate and w2PacedDur size W2-paced.
-	w2PacedRate float64
-	w2PacedDur  time.Duration
+	w1N, w3N, w4N  int
+	w1Conc         []int
+	w2Dur          time.Duration
+	w2Conc, w2Prod int
+	w2Outstanding  int
+	// w2PacedRate, w2PacedDur and w2PacedProd size W2-paced.
+	w2PacedRate       float64
+	w2PacedDur        time.Duration
+	w2PacedProd       int
 	w3Conc, w4Conc    int
 	w4Window, w4Body  time.Duration
 	childLimit, drain time.Duration
@@ -62,7 +63,7 @@ var plans = map[string]sizes{
 	"full": {
 		w1N: 20000, w1Conc: []int{16, 256},
 		w2Dur: 10 * time.Second, w2Conc: 64, w2Prod: 64, w2Outstanding: 256,
-		w2PacedRate: 100, w2PacedDur: 5 * time.Second,
+		w2PacedRate: 100, w2PacedDur: 5 * time.Second, w2PacedProd: 4,
 		w3N: 500, w3Conc: 16,
 		w4N: 2000, w4Conc: 16, w4Window: 30 * time.Second, w4Body: 20 * time.Millisecond,
 		childLimit: 4 * time.Minute, drain: 2 * time.Minute,
@@ -75,7 +76,7 @@ var plans = map[string]sizes{
 	"smoke": {
 		w1N: 500, w1Conc: []int{16},
 		w2Dur: 2 * time.Second, w2Conc: 16, w2Prod: 4, w2Outstanding: 64,
-		w2PacedRate: 100, w2PacedDur: time.Second,
+		w2PacedRate: 100, w2PacedDur: time.Second, w2PacedProd: 4,
 		w3N: 100, w3Conc: 16,
 		w4N: 200, w4Conc: 16, w4Window: 6 * time.Second, w4Body: 20 * time.Millisecond,
 		childLimit: time.Minute, drain: 30 * time.Second,
@@ -122,7 +123,7 @@ func matrix(cfgs []config, s sizes) []entry {
 		out = append(out, entry{cfg: c, workload: harness.W2, conc: s.w2Conc, extra: []string{
 			"-duration", s.w2Dur.String(), "-producers", strconv.Itoa(s.w2Prod), "-outstanding", strconv.Itoa(s.w2Outstanding)}})
 		out = append(out, entry{cfg: c, workload: harness.W2Paced, conc: s.w2Conc, extra: []string{
-			"-duration", s.w2PacedDur.String(), "-producers", "4", "-outstanding", strconv.Itoa(s.w2Outstanding),
+			"-duration", s.w2PacedDur.String(), "-producers", strconv.Itoa(s.w2PacedProd), "-outstanding", strconv.Itoa(s.w2Outstanding),
 			"-rate", strconv.FormatFloat(s.w2PacedRate, 'f', -1, 64)}})
 		out = append(out, entry{cfg: c, workload: harness.W3, conc: s.w3Conc, n: s.w3N})
 	}
@@ -155,7 +156,7 @@ func cmdAll(args []string) error {
 	fs := flag.NewFlagSet("all", flag.ExitOnError)
 	planName := fs.String("plan", "full", "full or smoke")
 	out := fs.String("out", "results.jsonl", "file the results are appended to, one JSON per line")
-	only := fs.String("systems", "", "comma-separated labels' systems to run (default: all registered)")
+	only := fs.String("systems", "", "comma-separated systems to run, e.g. runlog,goqite (default: all registered)")
 	pg := fs.String("pg", os.Getenv("BENCH_PG_URL"), "PostgreSQL URL (river-pg)")
 	redisAlways := fs.String("redis-always", os.Getenv("BENCH_REDIS_ALWAYS"), "Redis with appendfsync always")
 	redisEverysec := fs.String("redis-everysec", os.Getenv("BENCH_REDIS_EVERYSEC"), "Redis with appendfsync everysec")
