@@ -237,8 +237,9 @@ func problem(r harness.Result) string {
 
 // runChild runs one entry in a child process and returns its result; a
 // child that fails or times out yields a result with Error set.
-func runChild(self string, e entry, s sizes, pg string) harness.Result {
-	r := harness.Result{Label: e.cfg.label, System: e.cfg.system, Mode: e.cfg.mode, Workload: e.workload, Concurrency: e.conc, N: e.n}
+func runChild(self string, e entry, s sizes, pg string) (r harness.Result) {
+	r = harness.Result{Label: e.cfg.label, System: e.cfg.system, Mode: e.cfg.mode, Workload: e.workload, Concurrency: e.conc, N: e.n}
+	// The child does not know; set it on every way out (r is named).
 	defer func() { r.WeakDurability = e.cfg.weak }()
 	dir, err := os.MkdirTemp("", "benchrun-")
 	if err != nil {

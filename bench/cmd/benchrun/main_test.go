@@ -129,3 +129,29 @@ func TestProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestRunChildMarksWeakDurability runs one child process the way "all"
+// does and checks that the configuration's weak durability reaches the
+// result the report reads.
+func TestRunChildMarksWeakDurability(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := entry{
+		cfg:      config{label: "goqite weak", system: "goqite", mode: harness.ModeTuned, weak: "loses the last second"},
+		workload: harness.W1, conc: 4, n: 50,
+	}
+	r := runChild(self, e, plans["smoke"], "")
+	if r.Error != "" {
+		t.Fatalf("child failed: %s", r.Error)
+	}
+	if r.WeakDurability != "loses the last second" || r.Label != "goqite weak" || r.MaxRSSKiB <= 0 {
+		t.Fatalf("result %+v: want the weak durability, the label and the child's RSS", r)
+	}
+	for _, c := range configs("a", "b") {
+		if strings.HasPrefix(c.label, "asynq-everysec") != (c.weak != "") {
+			t.Errorf("%s: weak = %q; only asynq-everysec can lose acknowledged jobs", c.label, c.weak)
+		}
+	}
+}

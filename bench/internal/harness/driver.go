@@ -29,8 +29,8 @@ const (
 	// W2Paced is W2 with the producers paced at a fixed rate every system
 	// keeps up with: its latency is the dispatch delay, not queueing.
 	W2Paced = "W2-paced"
-	W3 = "W3" // jobs that fail twice, then succeed
-	W4 = "W4" // kill -9 of the worker midway, restart
+	W3      = "W3" // jobs that fail twice, then succeed
+	W4      = "W4" // kill -9 of the worker midway, restart
 )
 
 // Handler is the job body the harness gives every system. A nil error is a
