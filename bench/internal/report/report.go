@@ -341,7 +341,7 @@ func renderBar(b *strings.Builder, x *results) {
 			r := metric(rl) / metric(peer)
 			verdict := "**met**"
 			if r < barRatio {
-				verdict = fmt.Sprintf("**not met**: short by a factor of %.1f (runlog would need %s %s)", barRatio/r, num(barRatio*metric(peer)), unit)
+				verdict = fmt.Sprintf("**not met**: short by a factor of %.2f (runlog would need %s %s)", barRatio/r, num(barRatio*metric(peer)), unit)
 			}
 			p("- **%s:** runlog %s %s vs best peer %s %s %s = %s; %s.\n", name, num(metric(rl)), unit, peer.Label, num(metric(peer)), unit, Ratio(metric(rl), metric(peer)), verdict)
 		}

@@ -82,7 +82,7 @@ func TestRenderShortfall(t *testing.T) {
 		{Label: "asynq tuned", System: "asynq", Workload: harness.W2, Concurrency: 64, CompleteRate: 1000},
 	}
 	got := Render(rs, Info{RunlogMissing: ""})
-	want := "**not met**: short by a factor of 2.0 (runlog would need 10000 jobs/s)"
+	want := "**not met**: short by a factor of 2.00 (runlog would need 10000 jobs/s)"
 	if !strings.Contains(got, want) {
 		t.Fatalf("report lacks %q:\n%s", want, got)
 	}
