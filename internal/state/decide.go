@@ -101,7 +101,8 @@ func (s *State) Settle(id uint64, attempt uint32, class retry.Class, afterMS int
 
 // Orphan decides what happens to the job id found running when the journal
 // is opened (its attempt died with the process, seed SPEC §1.3): OpRetry
-// due at now, counting one failure of the job, with class 0 (no outcome is
+// due at once (at its old due time, so that it goes before the jobs that
+// queued behind it; the seed used now), counting one failure of the job, with class 0 (no outcome is
 // known) and the error "interrupted: the process stopped during attempt N".
 // A crash is not the target's fault, so it does not count against the
 // breaker; a half-open probe slot the attempt held is released
@@ -113,8 +114,11 @@ func (s *State) Orphan(id uint64, now int64) Op {
 	if j == nil || j.State != Running {
 		return Op{}
 	}
+	// Due again at its old due time (it was due already, and the jobs
+	// that queued behind it should not overtake work a crash cut short);
+	// never later than now.
 	return Op{
-		Kind: OpRetry, ID: id, At: now, Due: now, Attempt: j.Started,
+		Kind: OpRetry, ID: id, At: now, Due: min(j.Due, now), Attempt: j.Started,
 		Class: 0, BreakerFailed: false, // no outcome is known: see Breaker.Release
 		Error: fmt.Sprintf("interrupted: the process stopped during attempt %d", j.Started),
 	}

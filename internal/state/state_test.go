@@ -385,7 +385,7 @@ func TestSettleDecisions(t *testing.T) {
 func TestOrphan(t *testing.T) {
 	s := newTestState()
 	apply(t, s, enq(1, 1000, "a", "", retry.Policy{Attempts: 1}), enq(2, 1000, "a", "", pol3), Op{Kind: OpStart, ID: 1, At: 1000, Attempt: 1})
-	want := Op{Kind: OpRetry, ID: 1, At: 5000, Due: 5000, Attempt: 1, Error: "interrupted: the process stopped during attempt 1"}
+	want := Op{Kind: OpRetry, ID: 1, At: 5000, Due: 1000, Attempt: 1, Error: "interrupted: the process stopped during attempt 1"}
 	op := s.Orphan(1, 5000)
 	if d := opDiff(op, want); d != "" {
 		t.Fatal(d)

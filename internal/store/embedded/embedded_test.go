@@ -193,7 +193,7 @@ func TestOrphansRequeuedAsFailedAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != state.Pending || j.Fails != 1 || j.Due != 2000 {
+	if j.State != state.Pending || j.Fails != 1 || j.Due != 1000 {
 		t.Fatalf("orphan after reopen: %+v", j)
 	}
 	// The second (last) attempt is interrupted too: the next claim fails

@@ -130,10 +130,11 @@ func settle(r *jobRow, n uint32, class retry.Class, afterMS int64, errText strin
 
 // orphan is state.State.Orphan for the running job r whose node stopped
 // renewing its lease (or closed without finishing the attempt): a retry due
-// at now, counting one failure and one breaker failure.
+// at once, at its old due time (never later than now), counting one failure
+// of the job and none of its target.
 func orphan(r *jobRow, now int64, why string) state.Op {
 	return state.Op{
-		Kind: state.OpRetry, ID: r.id, At: now, Due: now, Attempt: r.started,
+		Kind: state.OpRetry, ID: r.id, At: now, Due: min(r.due, now), Attempt: r.started,
 		Class: 0, BreakerFailed: false, // no outcome is known: see retry.Breaker.Release
 		Error: fmt.Sprintf("interrupted: %s during attempt %d", why, r.started),
 	}

@@ -294,7 +294,7 @@ func TestRestartUnderSameNodeRequeues(t *testing.T) {
 	}
 	defer s.Close()
 	j, err := s.Job(ctx, cs[0].ID)
-	if err != nil || j.State != state.Pending || j.Fails != 1 || j.Due != 2000 || !strings.Contains(j.LastError, "node w1 restarted") {
+	if err != nil || j.State != state.Pending || j.Fails != 1 || j.Due != 1000 || !strings.Contains(j.LastError, "node w1 restarted") {
 		t.Fatalf("job after the restart: %+v %v", j, err)
 	}
 }

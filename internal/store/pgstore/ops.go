@@ -639,7 +639,7 @@ func (s *Store) requeue(ctx context.Context, where string, args []any, why strin
 		mayFail := make(map[string]bool)
 		for i, r := range rows {
 			targets[i] = r.spec.Target
-			mayFail[r.spec.Target] = true // an orphan counts a breaker failure
+			mayFail[r.spec.Target] = true // an orphan may free a half-open probe slot
 		}
 		brs := make(map[string]*breakerRow)
 		if err := s.loadBreakers(ctx, tx, targets, mayFail, brs); err != nil {

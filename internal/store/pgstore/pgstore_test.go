@@ -486,7 +486,7 @@ func TestCloseRequeues(t *testing.T) {
 	defer b.Close()
 	for id := uint64(1); id <= 2; id++ {
 		j, err := b.Job(ctx, id)
-		if err != nil || j.State != state.Pending || j.Fails != 1 || j.Due != 5000 || !strings.Contains(j.LastError, "node a closed") {
+		if err != nil || j.State != state.Pending || j.Fails != 1 || j.Due != 1000 || !strings.Contains(j.LastError, "node a closed") {
 			t.Fatalf("job %d after Close: %+v %v", id, j, err)
 		}
 	}
