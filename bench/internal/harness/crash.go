@@ -230,15 +230,17 @@ func RunCrash(ctx context.Context, p CrashParams, r *Result) error {
 			return ctx.Err()
 		case <-time.After(time.Millisecond):
 		}
-		ids, err := doneR.Next()
+		// Starts first, then finishes: started > done then means a body
+		// was truly in flight at some instant between the two reads.
+		ids, err := startR.Next()
 		if err != nil {
 			return err
 		}
-		done = append(done, ids...)
-		if ids, err = startR.Next(); err != nil {
+		started += len(ids)
+		if ids, err = doneR.Next(); err != nil {
 			return err
 		}
-		started += len(ids)
+		done = append(done, ids...)
 		if time.Now().After(deadline) {
 			_ = first.Process.Kill()
 			<-exited
