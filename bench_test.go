@@ -62,11 +62,17 @@ func (c *syncCounter) report(b *testing.B) {
 
 // benchRunner opens a runner whose "noop" kind counts completions.
 func benchRunner(b *testing.B, concurrency int, handler func(ctx context.Context, _ []byte) error) *runlog.Runner {
+	return benchRunnerObserved(b, concurrency, nil, handler)
+}
+
+// benchRunnerObserved is benchRunner with an observer.
+func benchRunnerObserved(b *testing.B, concurrency int, obs runlog.Observer, handler func(ctx context.Context, _ []byte) error) *runlog.Runner {
 	b.Helper()
 	r, err := runlog.Open(b.TempDir(), runlog.Config{
 		Logger:      quietLogger(),
+		Observer:    obs,
 		Concurrency: concurrency,
-		Breaker:     runlog.BreakerConfig{Threshold: 1 << 30, Window: time.Second, Cooldown: time.Second, Probes: 1},
+		Breaker:     runlog.BreakerConfig{Threshold: 1 << 30, Window: time.Millisecond, Cooldown: time.Second, Probes: 1}, // never trips; a 1 ms window keeps its failure list short
 		Handlers:    map[string]runlog.Handler{"noop": runlog.Handle(handler)},
 	})
 	if err != nil {
@@ -195,7 +201,8 @@ func BenchmarkW3(b *testing.B) {
 	for range b.N {
 		var done atomic.Int64
 		all := make(chan struct{})
-		r := benchRunner(b, 256, func(ctx context.Context, _ []byte) error {
+		var sc syncCounter
+		r := benchRunnerObserved(b, 256, &sc, func(ctx context.Context, _ []byte) error {
 			info, _ := runlog.AttemptFrom(ctx)
 			if info.Attempt < 3 {
 				return errors.New("not yet")
@@ -220,6 +227,7 @@ func BenchmarkW3(b *testing.B) {
 		el := time.Since(start)
 		r.Close(context.Background())
 		b.ReportMetric(n/el.Seconds(), "jobs/s")
+		sc.report(b)
 	}
 }
 

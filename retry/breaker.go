@@ -15,6 +15,10 @@ var ErrInvalidCircuit = errors.New("retry: invalid circuit")
 type Circuit struct {
 	// Threshold is how many failures, each inside WindowMS of the newest,
 	// open the circuit. It must be 1 or more (the seed treated 0 as 1).
+	// A closed breaker keeps the times of up to Threshold-1 recent failures
+	// and copies them on each failure, so a huge Threshold with a long
+	// window costs time per failure; to switch a breaker off, pair a huge
+	// Threshold with a tiny WindowMS.
 	Threshold int
 	// WindowMS is how long a failure keeps counting, in ms. 0 or more.
 	WindowMS int64

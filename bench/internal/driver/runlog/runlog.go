@@ -71,7 +71,10 @@ type driver struct {
 // breakerOff is a breaker that never opens: the peers have no circuit
 // breaker, and W3's planned failures would otherwise open runlog's (5
 // failures within 1m by default) and hold every job for its 30s cooldown.
-var breakerOff = runlog.BreakerConfig{Threshold: math.MaxInt32, Window: time.Minute, Cooldown: time.Second, Probes: 1}
+// The 1 ms window keeps the breaker's list of recent failure times short:
+// a closed breaker keeps up to Threshold of them, and copies the list on
+// each failure.
+var breakerOff = runlog.BreakerConfig{Threshold: math.MaxInt32, Window: time.Millisecond, Cooldown: time.Second, Probes: 1}
 
 // Open opens a runlog journal in cfg.Dir/journal.
 //
