@@ -64,15 +64,7 @@ func Encode(dst []byte, op *Op) []byte {
 			sp = &Spec{}
 		}
 		dst = putVarint(dst, op.Due)
-		dst = putString(dst, sp.Kind)
-		dst = putString(dst, sp.Target)
-		dst = putBytes(dst, sp.Payload)
-		dst = putString(dst, sp.Key)
-		dst = putVarint(dst, int64(sp.Policy.Attempts))
-		dst = putVarint(dst, sp.Policy.BaseMS)
-		dst = putVarint(dst, sp.Policy.CapMS)
-		dst = putVarint(dst, sp.Policy.DeadlineMS)
-		dst = putVarint(dst, sp.TimeoutMS)
+		dst = putSpec(dst, sp)
 	case OpStart:
 		dst = putUvarint(dst, uint64(op.Attempt))
 	case OpSucceed, OpFail, OpRetry:
@@ -302,6 +294,20 @@ func (d *decoder) bytes(field string) []byte {
 		return nil
 	}
 	return append([]byte(nil), p...)
+}
+
+// putSpec appends a job's spec: kind, target, payload, key, the policy and
+// the timeout (the layout an enqueue record and a snapshot share).
+func putSpec(dst []byte, sp *Spec) []byte {
+	dst = putString(dst, sp.Kind)
+	dst = putString(dst, sp.Target)
+	dst = putBytes(dst, sp.Payload)
+	dst = putString(dst, sp.Key)
+	dst = putVarint(dst, int64(sp.Policy.Attempts))
+	dst = putVarint(dst, sp.Policy.BaseMS)
+	dst = putVarint(dst, sp.Policy.CapMS)
+	dst = putVarint(dst, sp.Policy.DeadlineMS)
+	return putVarint(dst, sp.TimeoutMS)
 }
 
 func putUvarint(dst []byte, x uint64) []byte {

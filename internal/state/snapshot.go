@@ -46,16 +46,7 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 		dst = putUvarint(dst, uint64(j.Started))
 		dst = putString(dst, j.LastError)
 		dst = putString(dst, j.Reason)
-		sp := j.Spec
-		dst = putString(dst, sp.Kind)
-		dst = putString(dst, sp.Target)
-		dst = putBytes(dst, sp.Payload)
-		dst = putString(dst, sp.Key)
-		dst = putVarint(dst, int64(sp.Policy.Attempts))
-		dst = putVarint(dst, sp.Policy.BaseMS)
-		dst = putVarint(dst, sp.Policy.CapMS)
-		dst = putVarint(dst, sp.Policy.DeadlineMS)
-		dst = putVarint(dst, sp.TimeoutMS)
+		dst = putSpec(dst, j.Spec)
 		dst = putUvarint(dst, uint64(len(j.Attempts)))
 		for _, a := range j.Attempts {
 			dst = putUvarint(dst, uint64(a.N))
