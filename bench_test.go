@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -231,6 +233,21 @@ func BenchmarkW3(b *testing.B) {
 	}
 }
 
+// procStatusMiB reads a memory line (e.g. VmRSS, VmHWM) of /proc/self/status.
+func procStatusMiB(b *testing.B, field string) float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return float64(kib) / 1024
+		}
+	}
+	return 0
+}
+
 // BenchmarkPending1M holds 1 M pending jobs (50-byte payloads) and reports
 // the heap in use and the time to reopen (replay) the journal.
 func BenchmarkPending1M(b *testing.B) {
@@ -266,6 +283,8 @@ func BenchmarkPending1M(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(reopen.Seconds(), "reopen-s")
 		b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-MiB")
+		b.ReportMetric(procStatusMiB(b, "VmRSS"), "rss-MiB")
+		b.ReportMetric(procStatusMiB(b, "VmHWM"), "peak-rss-MiB")
 		b.ReportMetric(float64(int64(after.HeapInuse)-int64(before.HeapInuse))/n, "bytes/job")
 		r.Close(context.Background())
 	}
