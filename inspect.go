@@ -137,7 +137,10 @@ type ListFilter struct {
 // Page is one page of List.
 type Page struct {
 	Jobs []Job
-	// Next is the cursor of the next page; 0 when there is none.
+	// Next is the cursor of the next page; 0 when there is none. A page
+	// may hold fewer jobs than the limit, even none, and still have a next
+	// one: one call looks at a bounded number of jobs (100 000 in the
+	// embedded store), so a filter that matches few of many jobs is paged.
 	Next uint64
 }
 

@@ -138,7 +138,9 @@ type Store interface {
 	NextDue() (int64, bool)
 	// Job returns a copy of one job.
 	Job(ctx context.Context, id uint64) (state.Job, error)
-	// List returns one page of jobs matching f, and the cursor of the next.
+	// List returns one page of jobs matching f, and the cursor of the next
+	// (0 when there is none). A page may be short, even empty, with a
+	// cursor: a store may bound the jobs one call looks at.
 	List(ctx context.Context, f Filter) ([]state.Job, uint64, error)
 	// Stats returns the counts by state and the queue's oldest due time.
 	Stats(ctx context.Context) (Stats, error)

@@ -428,8 +428,16 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 		next uint64
 	)
 	digits := allDigits(f.Search)
+	scanned := 0
 	s.st.Scan(f.After, !f.Oldest, func(j *state.Job) bool {
+		scanned++
 		if !matches(j, &f, digits) {
+			if scanned >= maxScan {
+				// Bound the time the lock is held: the page ends here, and
+				// its cursor resumes the scan after this job.
+				next = j.ID
+				return false
+			}
 			return true
 		}
 		if len(out) == limit {
@@ -441,6 +449,11 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 	})
 	return out, next, nil
 }
+
+// maxScan bounds the jobs one List call looks at: a filter that matches
+// few of many jobs returns a short (even empty) page with a cursor to go on,
+// rather than holding the store's lock for a scan of every job.
+var maxScan = 100_000
 
 // matches reports whether job j passes filter f; digits is whether
 // f.Search could be part of a decimal id.

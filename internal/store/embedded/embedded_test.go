@@ -276,3 +276,47 @@ func TestDuplicateOutcomeIsIgnored(t *testing.T) {
 		t.Fatalf("after a duplicate outcome and reopen: %+v %v", j, err)
 	}
 }
+
+// TestListScanIsBoundedAndResumes: a filter matching one job of many gives
+// short pages with cursors, and following them finds the job exactly once.
+func TestListScanIsBoundedAndResumes(t *testing.T) {
+	old := maxScan
+	maxScan = 10
+	defer func() { maxScan = old }()
+	s := openStore(t, t.TempDir(), 1000)
+	defer s.Close()
+	ctx := context.Background()
+	var jobs []store.NewJob
+	for i := range 35 {
+		key := ""
+		if i == 0 {
+			key = "needle"
+		}
+		jobs = append(jobs, store.NewJob{Due: 5000, Spec: state.Spec{Kind: "k", Target: "t", Key: key, Policy: retry.Policy{Attempts: 1, BaseMS: 1, CapMS: 1}}})
+	}
+	if _, err := s.Enqueue(ctx, 1000, jobs); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		found []uint64
+		pages int
+		after uint64
+	)
+	for {
+		page, next, err := s.List(ctx, store.Filter{Search: "needle", After: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, j := range page {
+			found = append(found, j.ID)
+		}
+		if next == 0 {
+			break
+		}
+		after = next
+	}
+	if len(found) != 1 || found[0] != 1 || pages < 4 {
+		t.Fatalf("found %v in %d pages, want job 1 once after at least 4 bounded pages", found, pages)
+	}
+}
