@@ -27,6 +27,7 @@
 package snapshot
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -265,4 +266,71 @@ func Clean(fsys vfs.FS, dir string, keep int) error {
 		return fsys.SyncDir(dir)
 	}
 	return nil
+}
+
+// Body is an intact snapshot's body, to be read as a stream.
+type Body struct {
+	Seq  uint64 // the last journal record the snapshot covers
+	Size int    // the body's length
+	io.Reader
+	f vfs.File
+}
+
+// Close closes the snapshot file.
+func (b *Body) Close() error { return b.f.Close() }
+
+// OpenBody checks a snapshot file in one streaming pass (header, length,
+// checksum) and returns its body as a reader, so that a large snapshot is
+// never held in memory whole. Damage is reported as Read reports it.
+func OpenBody(fsys vfs.FS, path string) (*Body, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: open %s: %w", path, err)
+	}
+	fail := func(err error) (*Body, error) {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	var hdr [headerSize]byte
+	if fi.Size() < headerSize+crcSize {
+		return fail(fmt.Errorf("%w: %d bytes is shorter than a header", ErrCorrupt, fi.Size()))
+	}
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return fail(err)
+	}
+	if string(hdr[:8]) != magic {
+		return fail(fmt.Errorf("%w: bad magic %q", ErrCorrupt, hdr[:8]))
+	}
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != Version {
+		return fail(fmt.Errorf("%w: format version %d, this build reads %d", ErrCorrupt, v, Version))
+	}
+	n := binary.LittleEndian.Uint64(hdr[24:])
+	if n > maxBody || uint64(fi.Size()) != headerSize+n+crcSize {
+		return fail(fmt.Errorf("%w: body length %d does not match the file size %d", ErrCorrupt, n, fi.Size()))
+	}
+	h := crc32.New(crcTable)
+	h.Write(hdr[:])
+	if _, err := io.CopyN(h, f, int64(n)); err != nil {
+		return fail(err)
+	}
+	var sum [crcSize]byte
+	if _, err := io.ReadFull(f, sum[:]); err != nil {
+		return fail(err)
+	}
+	if got, want := h.Sum32(), binary.LittleEndian.Uint32(sum[:]); got != want {
+		return fail(fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want))
+	}
+	if _, err := f.Seek(headerSize, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	return &Body{
+		Seq:    binary.LittleEndian.Uint64(hdr[16:]),
+		Size:   int(n),
+		Reader: bufio.NewReaderSize(io.LimitReader(f, int64(n)), 1<<20),
+		f:      f,
+	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -136,6 +137,38 @@ func TestWriteCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("no fault injected but Write failed: %v", werr)
 			}
 			return // every step of Write has been failed once
+		}
+	}
+}
+
+// TestOpenBodyStreamsAndRefusesDamage: the streaming open returns the body
+// of an intact file and refuses every bit flip and cut.
+func TestOpenBodyStreamsAndRefusesDamage(t *testing.T) {
+	fsys := vfs.NewMem()
+	fsys.MkdirAll("/d")
+	good := Encode(9, []byte("streamed body"))
+	fsys.WriteFile("/d/s", good)
+	b, err := OpenBody(fsys, "/d/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(b)
+	b.Close()
+	if b.Seq != 9 || b.Size != len("streamed body") || string(got) != "streamed body" {
+		t.Fatalf("body: seq %d size %d %q", b.Seq, b.Size, got)
+	}
+	for i := range good {
+		bad := bytes.Clone(good)
+		bad[i] ^= 0x04
+		fsys.WriteFile("/d/s", bad)
+		if b, err := OpenBody(fsys, "/d/s"); err == nil {
+			b.Close()
+			t.Fatalf("a flip at byte %d was accepted", i)
+		}
+		fsys.WriteFile("/d/s", good[:i])
+		if b, err := OpenBody(fsys, "/d/s"); err == nil {
+			b.Close()
+			t.Fatalf("a cut at %d was accepted", i)
 		}
 	}
 }

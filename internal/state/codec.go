@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/runlog/runlog/retry"
@@ -199,11 +200,53 @@ func Decode(b []byte) (Op, error) {
 }
 
 // decoder reads fields from b at off; after the first error every read
-// returns a zero value and err keeps that first error.
+// returns a zero value and err keeps that first error. With r set it
+// streams: b is a window that avail refills from r, base is the offset of
+// b[0] in the whole input and size the whole input's length.
 type decoder struct {
 	b   []byte
 	off int
 	err error
+
+	r    io.Reader
+	base int
+	size int
+}
+
+// left returns how many bytes of the input follow off.
+func (d *decoder) left() int {
+	if d.r == nil {
+		return len(d.b) - d.off
+	}
+	return d.size - d.base - d.off
+}
+
+// avail reports whether n bytes follow off, reading them into the window
+// when streaming.
+func (d *decoder) avail(n uint64) bool {
+	if uint64(len(d.b)-d.off) >= n {
+		return true
+	}
+	if d.r == nil || n > uint64(d.left()) {
+		return false
+	}
+	rest := copy(d.b, d.b[d.off:])
+	d.b, d.base, d.off = d.b[:rest], d.base+d.off, 0
+	need := int(n)
+	if cap(d.b) < need {
+		nb := make([]byte, rest, max(need, 2*cap(d.b)))
+		copy(nb, d.b)
+		d.b = nb
+	}
+	for len(d.b) < need {
+		m, err := d.r.Read(d.b[len(d.b):cap(d.b)])
+		d.b = d.b[:len(d.b)+m]
+		if err != nil && len(d.b) < need {
+			d.failAt("read: %v", err)
+			return false
+		}
+	}
+	return true
 }
 
 func (d *decoder) fail(format string, args ...any) error {
@@ -212,7 +255,7 @@ func (d *decoder) fail(format string, args ...any) error {
 
 func (d *decoder) failAt(format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s at byte %d", ErrBadOp, fmt.Sprintf(format, args...), d.off)
+		d.err = fmt.Errorf("%w: %s at byte %d", ErrBadOp, fmt.Sprintf(format, args...), d.base+d.off)
 	}
 }
 
@@ -223,7 +266,7 @@ func (d *decoder) uvarint(field string) uint64 {
 	}
 	var x uint64
 	for i := 0; ; i++ {
-		if d.off+i >= len(d.b) {
+		if !d.avail(uint64(i + 1)) {
 			d.failAt("%s: varint runs past the end", field)
 			return 0
 		}
@@ -262,7 +305,7 @@ func (d *decoder) byte(field string) byte {
 	if d.err != nil {
 		return 0
 	}
-	if d.off >= len(d.b) {
+	if !d.avail(1) {
 		d.failAt("%s: missing", field)
 		return 0
 	}
@@ -271,14 +314,17 @@ func (d *decoder) byte(field string) byte {
 	return c
 }
 
-// raw reads a length-prefixed field, bounded by the bytes left.
+// raw reads a length-prefixed field, bounded by the bytes left. When
+// streaming, the slice is valid until the next read.
 func (d *decoder) raw(field string) []byte {
 	n := d.uvarint(field)
 	if d.err != nil {
 		return nil
 	}
-	if n > uint64(len(d.b)-d.off) {
-		d.failAt("%s: length %d but only %d bytes left", field, n, len(d.b)-d.off)
+	if !d.avail(n) {
+		if d.err == nil {
+			d.failAt("%s: length %d but only %d bytes left", field, n, d.left())
+		}
 		return nil
 	}
 	p := d.b[d.off : d.off+int(n)]

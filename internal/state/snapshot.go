@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/runlog/runlog/retry"
@@ -83,18 +84,27 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 // not have written (including a state whose invariants, per Check, do not
 // hold), and never panics.
 func FromSnapshot(cfg Config, b []byte) (*State, error) {
-	d := decoder{b: b}
-	if len(b) < 1 || b[0] != SnapshotVersion {
+	return fromSnapshot(cfg, &decoder{b: b})
+}
+
+// FromSnapshotReader is FromSnapshot reading the size bytes of a body from
+// r as it goes, so that the body and the state it builds are never both in
+// memory.
+func FromSnapshotReader(cfg Config, r io.Reader, size int) (*State, error) {
+	return fromSnapshot(cfg, &decoder{b: make([]byte, 0, 1<<20), r: r, size: size})
+}
+
+func fromSnapshot(cfg Config, d *decoder) (*State, error) {
+	if v := d.byte("version"); d.err != nil || v != SnapshotVersion {
 		return nil, d.fail("not a state snapshot of version %d", SnapshotVersion)
 	}
-	d.off = 1
 	s := New(cfg)
 	s.nextID = d.uvarint("next id")
 	n := d.uvarint("jobs")
 	// Each job takes at least 20 bytes: a corrupt count cannot make us
 	// allocate beyond the input.
-	if d.err == nil && n > uint64(len(b))/20 {
-		d.failAt("%d jobs cannot fit in %d bytes", n, len(b))
+	if d.err == nil && n > uint64(d.left())/20 {
+		d.failAt("%d jobs cannot fit in %d bytes", n, d.left())
 	}
 	if d.err == nil {
 		s.jobs = make([]*Job, 0, n)
@@ -174,7 +184,7 @@ func FromSnapshot(cfg Config, b []byte) (*State, error) {
 		var br retry.Breaker
 		br.State = retry.BreakerState(d.byte("breaker state"))
 		nf := d.uvarint("breaker fails")
-		if d.err == nil && nf > uint64(len(b)-d.off) {
+		if d.err == nil && nf > uint64(d.left()) {
 			d.failAt("breaker %q: %d failures cannot fit", t, nf)
 		}
 		for k := uint64(0); d.err == nil && k < nf; k++ {
@@ -190,8 +200,8 @@ func FromSnapshot(cfg Config, b []byte) (*State, error) {
 			s.breakers[s.intern(t, &s.lastTarget)] = br
 		}
 	}
-	if d.err == nil && d.off != len(b) {
-		d.failAt("%d trailing bytes after the snapshot", len(b)-d.off)
+	if d.err == nil && d.left() != 0 {
+		d.failAt("%d trailing bytes after the snapshot", d.left())
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("state snapshot: %w", d.err)

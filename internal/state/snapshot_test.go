@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"testing"
+	"testing/iotest"
 
 	"github.com/runlog/runlog/retry"
 )
@@ -58,4 +59,27 @@ func FuzzFromSnapshot(f *testing.F) {
 			t.Fatalf("accepted snapshot does not re-encode to its bytes")
 		}
 	})
+}
+
+// TestFromSnapshotReaderMatches: streaming the body through a reader that
+// returns a few bytes at a time gives the same state as decoding it whole,
+// and a cut body fails the same way.
+func TestFromSnapshotReaderMatches(t *testing.T) {
+	s := sampleState()
+	body := s.AppendSnapshot(nil)
+	r, err := FromSnapshotReader(s.cfg, iotest.OneByteReader(bytes.NewReader(body)), len(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, diff := s.Equal(r); !ok {
+		t.Fatal(diff)
+	}
+	for n := range len(body) {
+		if _, err := FromSnapshotReader(s.cfg, bytes.NewReader(body[:n]), n); err == nil {
+			t.Fatalf("a body cut at %d of %d bytes was accepted", n, len(body))
+		}
+		if _, err := FromSnapshotReader(s.cfg, bytes.NewReader(body[:n]), len(body)); err == nil {
+			t.Fatalf("a reader that ends at %d of %d bytes was accepted", n, len(body))
+		}
+	}
 }
