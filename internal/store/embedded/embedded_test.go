@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"errors"
+	"github.com/runlog/runlog/internal/store/storetest"
 	"reflect"
 	"strings"
 	"testing"
@@ -31,30 +32,10 @@ func openStore(t testing.TB, dir string, now int64) *Store {
 	return s
 }
 
-// jobView is what List shows of a job, with the spec by value and empty
-// outputs normalized, for comparison.
-type jobView struct {
-	Job  state.Job
-	Spec state.Spec
-}
+// jobView and view: the stores' shared comparison form (package storetest).
+type jobView = storetest.JobView
 
-// view copies the exported fields of j.
-func view(j state.Job) jobView {
-	v := jobView{Spec: *j.Spec, Job: state.Job{
-		ID: j.ID, Due: j.Due, FirstDue: j.FirstDue, EnqueuedAt: j.EnqueuedAt, FinishedAt: j.FinishedAt,
-		Fails: j.Fails, LastError: j.LastError, Reason: j.Reason, Started: j.Started, State: j.State,
-	}}
-	if len(v.Spec.Payload) == 0 {
-		v.Spec.Payload = nil
-	}
-	for _, a := range j.Attempts {
-		if len(a.Output) == 0 {
-			a.Output = nil
-		}
-		v.Job.Attempts = append(v.Job.Attempts, a)
-	}
-	return v
-}
+var view = storetest.View
 
 // dump lists every job, oldest first, plus the targets.
 func dump(t testing.TB, s *Store) ([]jobView, []store.TargetInfo) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/runlog/runlog/internal/store/storetest"
 	"os"
 	"reflect"
 	"strings"
@@ -58,29 +59,10 @@ func openTest(t testing.TB, opts Options) (*Store, string) {
 	return s, url
 }
 
-// jobView is what List shows of a job, with the spec by value and empty
-// payloads, outputs and breaker failure lists normalized, for comparison.
-type jobView struct {
-	Job  state.Job
-	Spec state.Spec
-}
+// jobView and view: the stores' shared comparison form (package storetest).
+type jobView = storetest.JobView
 
-func view(j state.Job) jobView {
-	v := jobView{Spec: *j.Spec, Job: state.Job{
-		ID: j.ID, Due: j.Due, FirstDue: j.FirstDue, EnqueuedAt: j.EnqueuedAt, FinishedAt: j.FinishedAt,
-		Fails: j.Fails, LastError: j.LastError, Reason: j.Reason, Started: j.Started, State: j.State,
-	}}
-	if len(v.Spec.Payload) == 0 {
-		v.Spec.Payload = nil
-	}
-	for _, a := range j.Attempts {
-		if len(a.Output) == 0 {
-			a.Output = nil
-		}
-		v.Job.Attempts = append(v.Job.Attempts, a)
-	}
-	return v
-}
+var view = storetest.View
 
 // dump lists every job, oldest first (in pages of 7, so that paging is
 // compared too), then newest first, plus the targets and stats.

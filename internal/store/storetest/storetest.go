@@ -1,0 +1,30 @@
+// Package storetest holds helpers the tests of the stores share.
+package storetest
+
+import "github.com/runlog/runlog/internal/state"
+
+// JobView is what a store's List shows of a job, with the spec by value and
+// empty payloads and outputs normalized to nil, so that two stores' answers
+// (or one store's before and after a reopen) compare with reflect.DeepEqual.
+type JobView struct {
+	Job  state.Job
+	Spec state.Spec
+}
+
+// View copies the exported fields of j into a JobView.
+func View(j state.Job) JobView {
+	v := JobView{Spec: *j.Spec, Job: state.Job{
+		ID: j.ID, Due: j.Due, FirstDue: j.FirstDue, EnqueuedAt: j.EnqueuedAt, FinishedAt: j.FinishedAt,
+		Fails: j.Fails, LastError: j.LastError, Reason: j.Reason, Started: j.Started, State: j.State,
+	}}
+	if len(v.Spec.Payload) == 0 {
+		v.Spec.Payload = nil
+	}
+	for _, a := range j.Attempts {
+		if len(a.Output) == 0 {
+			a.Output = nil
+		}
+		v.Job.Attempts = append(v.Job.Attempts, a)
+	}
+	return v
+}
