@@ -19,8 +19,8 @@
 //
 // # Atomicity
 //
-// Write creates snap-<seq>.snap.tmp, writes and syncs it, renames it to its
-// final name and syncs the directory: a crash at any step leaves either no
+// Write (or a Writer, which streams) creates snap-<seq>.snap.tmp, writes and
+// syncs it, renames it to its final name and syncs the directory: a crash at any step leaves either no
 // new snapshot (a stray .tmp, which Load never reads and Clean removes) or a
 // complete one. A snapshot whose checksum or length does not match is never
 // used: Load falls back to the next older one and reports the damaged ones.
@@ -72,12 +72,7 @@ func Name(seq uint64) string { return fmt.Sprintf("%s%020d%s", prefix, seq, suff
 
 // Encode returns the bytes of a snapshot covering seq with the given body.
 func Encode(seq uint64, body []byte) []byte {
-	b := make([]byte, headerSize, headerSize+len(body)+crcSize)
-	copy(b, magic)
-	binary.LittleEndian.PutUint32(b[8:], Version)
-	binary.LittleEndian.PutUint32(b[12:], 0)
-	binary.LittleEndian.PutUint64(b[16:], seq)
-	binary.LittleEndian.PutUint64(b[24:], uint64(len(body)))
+	b := append(make([]byte, 0, headerSize+len(body)+crcSize), header(seq, uint64(len(body)))...)
 	b = append(b, body...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 }
@@ -106,37 +101,201 @@ func Decode(b []byte) (seq uint64, body []byte, err error) {
 }
 
 // Write stores a snapshot covering seq in dir atomically (see the package
-// doc) and returns its path.
+// doc) and returns its path. It is Create, one Write of body, and Commit.
 func Write(fsys vfs.FS, dir string, seq uint64, body []byte) (string, error) {
-	final := filepath.Join(dir, Name(seq))
-	tmp := final + tmpSuffix
-	f, err := fsys.Create(tmp)
+	w, err := Create(fsys, dir, seq)
 	if err != nil {
-		return "", fmt.Errorf("snapshot: create %s: %w", tmp, err)
+		return "", err
 	}
-	data := Encode(seq, body)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		fsys.Remove(tmp)
-		return "", fmt.Errorf("snapshot: write %s: %w", tmp, err)
+	if _, err := w.Write(body); err != nil {
+		w.Abort()
+		return "", err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		fsys.Remove(tmp)
-		return "", fmt.Errorf("snapshot: sync %s: %w", tmp, err)
+	return w.Commit()
+}
+
+// SyncEvery is how many body bytes a Writer writes between two syncs of the
+// file. Syncing as it goes, rather than once at the end, bounds how much
+// data the device has queued at any time: a journal sync issued while a
+// snapshot of hundreds of megabytes is written waits behind at most this
+// much of it, not behind all of it (pebble's and RocksDB's bytes_per_sync,
+// for the same reason).
+const SyncEvery = 1 << 20
+
+// Writer streams one snapshot to disk, so that a large state is never
+// encoded into memory whole: Create, Write the body in pieces, then Commit
+// (or Abort). The body's length is not known in advance: the header is
+// written last, in place, and the checksum of header and body is combined
+// from the two parts' checksums.
+type Writer struct {
+	fsys       vfs.FS
+	dir        string
+	tmp, final string
+	seq        uint64
+	f          vfs.File
+	crc        uint32 // of the body so far
+	n          uint64 // body bytes written
+	unsynced   int    // body bytes since the last sync
+	err        error  // sticky: the first failure
+}
+
+// Create starts a snapshot covering journal record seq in dir, as a
+// temporary file that no reader ever uses until Commit renames it.
+func Create(fsys vfs.FS, dir string, seq uint64) (*Writer, error) {
+	final := filepath.Join(dir, Name(seq))
+	w := &Writer{fsys: fsys, dir: dir, seq: seq, final: final, tmp: final + tmpSuffix}
+	f, err := fsys.Create(w.tmp)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: create %s: %w", w.tmp, err)
 	}
-	if err := f.Close(); err != nil {
-		fsys.Remove(tmp)
-		return "", fmt.Errorf("snapshot: close %s: %w", tmp, err)
+	w.f = f
+	// A header with no length yet: it is rewritten by Commit.
+	if _, err := f.Write(make([]byte, headerSize)); err != nil {
+		w.Abort()
+		return nil, fmt.Errorf("snapshot: write %s: %w", w.tmp, err)
 	}
-	if err := fsys.Rename(tmp, final); err != nil {
-		fsys.Remove(tmp)
-		return "", fmt.Errorf("snapshot: rename %s: %w", tmp, err)
+	return w, nil
+}
+
+// Write appends p to the body.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
 	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return "", fmt.Errorf("snapshot: sync directory %s: %w", dir, err)
+	if _, err := w.f.Write(p); err != nil {
+		w.err = fmt.Errorf("snapshot: write %s: %w", w.tmp, err)
+		return 0, w.err
 	}
-	return final, nil
+	w.crc = crc32.Update(w.crc, crcTable, p)
+	w.n += uint64(len(p))
+	w.unsynced += len(p)
+	if w.unsynced >= SyncEvery {
+		if err := w.f.Sync(); err != nil {
+			w.err = fmt.Errorf("snapshot: sync %s: %w", w.tmp, err)
+			return 0, w.err
+		}
+		w.unsynced = 0
+	}
+	return len(p), nil
+}
+
+// Size is the number of body bytes written so far.
+func (w *Writer) Size() int64 { return int64(w.n) }
+
+// Commit completes the snapshot: header and checksum written, the file
+// synced, renamed to its final name and the directory synced. On error the
+// temporary file is removed and no snapshot exists under the final name.
+func (w *Writer) Commit() (string, error) {
+	if w.err != nil {
+		w.Abort()
+		return "", w.err
+	}
+	if w.n > maxBody {
+		w.Abort()
+		return "", fmt.Errorf("snapshot: %s: a body of %d bytes is over the %d-byte limit", w.tmp, w.n, uint64(maxBody))
+	}
+	hdr := header(w.seq, w.n)
+	crc := crc32Combine(crc32.Checksum(hdr, crcTable), w.crc, int64(w.n))
+	fail := func(what string, err error) (string, error) {
+		w.Abort()
+		return "", fmt.Errorf("snapshot: %s %s: %w", what, w.tmp, err)
+	}
+	if _, err := w.f.Write(binary.LittleEndian.AppendUint32(nil, crc)); err != nil {
+		return fail("write", err)
+	}
+	if _, err := w.f.WriteAt(hdr, 0); err != nil {
+		return fail("write", err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fail("sync", err)
+	}
+	err := w.f.Close()
+	w.f = nil
+	if err != nil {
+		return fail("close", err)
+	}
+	if err := w.fsys.Rename(w.tmp, w.final); err != nil {
+		return fail("rename", err)
+	}
+	if err := w.fsys.SyncDir(w.dir); err != nil {
+		return "", fmt.Errorf("snapshot: sync directory %s: %w", w.dir, err)
+	}
+	return w.final, nil
+}
+
+// Abort gives the snapshot up and removes its temporary file (best effort:
+// Clean removes what a failure leaves).
+func (w *Writer) Abort() {
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
+	w.fsys.Remove(w.tmp)
+}
+
+// header returns the header of a snapshot covering seq with a body of n
+// bytes.
+func header(seq, n uint64) []byte {
+	b := make([]byte, headerSize)
+	copy(b, magic)
+	binary.LittleEndian.PutUint32(b[8:], Version)
+	binary.LittleEndian.PutUint32(b[12:], 0)
+	binary.LittleEndian.PutUint64(b[16:], seq)
+	binary.LittleEndian.PutUint64(b[24:], n)
+	return b
+}
+
+// crc32Combine returns the CRC-32C of A followed by B from crcA, crcB and
+// the length of B (zlib's crc32_combine: appending lenB zero bits is a
+// linear map over GF(2), applied by repeated squaring of its matrix).
+func crc32Combine(crcA, crcB uint32, lenB int64) uint32 {
+	if lenB <= 0 {
+		return crcA
+	}
+	var even, odd [32]uint32
+	odd[0] = crc32.Castagnoli // the reflected polynomial: one zero bit
+	row := uint32(1)
+	for n := 1; n < 32; n++ {
+		odd[n] = row
+		row <<= 1
+	}
+	gf2Square(&even, &odd) // two zero bits
+	gf2Square(&odd, &even) // four zero bits
+	for {
+		gf2Square(&even, &odd) // one zero byte, then 4, 16, ...
+		if lenB&1 != 0 {
+			crcA = gf2Times(&even, crcA)
+		}
+		lenB >>= 1
+		if lenB == 0 {
+			break
+		}
+		gf2Square(&odd, &even)
+		if lenB&1 != 0 {
+			crcA = gf2Times(&odd, crcA)
+		}
+		lenB >>= 1
+		if lenB == 0 {
+			break
+		}
+	}
+	return crcA ^ crcB
+}
+
+func gf2Times(mat *[32]uint32, vec uint32) uint32 {
+	var sum uint32
+	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
+		if vec&1 != 0 {
+			sum ^= mat[i]
+		}
+	}
+	return sum
+}
+
+func gf2Square(square, mat *[32]uint32) {
+	for n := range mat {
+		square[n] = gf2Times(mat, mat[n])
+	}
 }
 
 // List returns the snapshot files of dir, newest (highest seq) first.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -96,6 +97,40 @@ func TestLoadFallsBackPastDamage(t *testing.T) {
 // operation of a Write: the directory then holds either the old snapshot
 // alone or the new one complete, and Load never reads a temporary file.
 func TestWriteCrashAtEveryStep(t *testing.T) {
+	newBody := []byte("new state")
+	testCrashAtEveryStep(t, newBody, func(fsys vfs.FS, dir string) error {
+		_, err := Write(fsys, dir, 2, newBody)
+		return err
+	})
+}
+
+// TestWriterCrashAtEveryStep is the same for a body streamed in pieces,
+// long enough that the Writer syncs along the way.
+func TestWriterCrashAtEveryStep(t *testing.T) {
+	newBody := bytes.Repeat([]byte("streamed state "), (2*SyncEvery+5)/15+1)
+	testCrashAtEveryStep(t, newBody, func(fsys vfs.FS, dir string) error {
+		w, err := Create(fsys, dir, 2)
+		if err != nil {
+			return err
+		}
+		for rest := newBody; len(rest) > 0; {
+			n := min(len(rest), 300<<10)
+			if _, err := w.Write(rest[:n]); err != nil {
+				w.Abort()
+				return err
+			}
+			rest = rest[n:]
+		}
+		_, err = w.Commit()
+		return err
+	})
+}
+
+// testCrashAtEveryStep fails, once each, every filesystem operation of
+// write (which stores newBody as snapshot 2 over an older snapshot 1), then
+// crashes: the directory then holds the old or the new snapshot, whole,
+// and never a stray temporary file after Clean.
+func testCrashAtEveryStep(t *testing.T, newBody []byte, write func(vfs.FS, string) error) {
 	for n := int64(1); ; n++ {
 		fsys := vfs.NewMem()
 		dir := "/data"
@@ -105,7 +140,7 @@ func TestWriteCrashAtEveryStep(t *testing.T) {
 		}
 		fsys.SyncDir(dir)
 		fsys.SetInjector(vfs.FailNth(n))
-		_, werr := Write(fsys, dir, 2, []byte("new state"))
+		werr := write(fsys, dir)
 		injected := fsys.Injected() > 0
 		for _, rng := range []*rand.Rand{nil, rand.New(rand.NewPCG(uint64(n), 1))} {
 			clone := fsys.CrashClone(rng)
@@ -114,7 +149,7 @@ func TestWriteCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("op %d: load after crash: %v", n, err)
 			}
 			switch {
-			case l.Info.Seq == 2 && string(l.Body) == "new state":
+			case l.Info.Seq == 2 && bytes.Equal(l.Body, newBody):
 			case l.Info.Seq == 1 && string(l.Body) == "old":
 				if werr == nil && rng == nil {
 					t.Fatalf("op %d: Write succeeded but a crash lost the new snapshot", n)
@@ -169,6 +204,64 @@ func TestOpenBodyStreamsAndRefusesDamage(t *testing.T) {
 		if b, err := OpenBody(fsys, "/d/s"); err == nil {
 			b.Close()
 			t.Fatalf("a cut at %d was accepted", i)
+		}
+	}
+}
+
+// TestWriterStreamsTheSameBytes: a body written in pieces of any size gives
+// the same file as Encode of the whole body (the header written last, the
+// checksum combined from its parts).
+func TestWriterStreamsTheSameBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, size := range []int{0, 1, 100, SyncEvery - 1, SyncEvery, 3*SyncEvery + 17} {
+		body := make([]byte, size)
+		for i := range body {
+			body[i] = byte(rng.Uint32())
+		}
+		fsys := vfs.NewMem()
+		fsys.MkdirAll("/d")
+		w, err := Create(fsys, "/d", 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rest := body; len(rest) > 0; {
+			n := min(len(rest), 1+rng.IntN(200<<10))
+			if _, err := w.Write(rest[:n]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+		if w.Size() != int64(size) {
+			t.Fatalf("Size = %d, want %d", w.Size(), size)
+		}
+		path, err := w.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := fsys.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, Encode(9, body)) {
+			t.Fatalf("size %d: the streamed file differs from Encode", size)
+		}
+	}
+}
+
+func TestCRC32Combine(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		b := make([]byte, rng.IntN(5000))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		cut := 0
+		if len(b) > 0 {
+			cut = rng.IntN(len(b) + 1)
+		}
+		got := crc32Combine(crc32.Checksum(b[:cut], crcTable), crc32.Checksum(b[cut:], crcTable), int64(len(b)-cut))
+		if want := crc32.Checksum(b, crcTable); got != want {
+			t.Fatalf("len %d cut %d: combined %08x, want %08x", len(b), cut, got, want)
 		}
 	}
 }

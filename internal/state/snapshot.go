@@ -33,6 +33,34 @@ const SnapshotVersion = 1
 //	         byte state, uvarint fails then each varint, varint until,
 //	         uvarint busy
 func (s *State) AppendSnapshot(dst []byte) []byte {
+	dst, _ = s.encodeSnapshot(dst, nil)
+	return dst
+}
+
+// snapshotChunk is how many encoded bytes WriteSnapshot gathers per write.
+const snapshotChunk = 256 << 10
+
+// WriteSnapshot writes the encoding AppendSnapshot returns to w in pieces
+// of about snapshotChunk bytes, so that a large state is never encoded
+// into memory whole, and returns how many bytes it wrote.
+func (s *State) WriteSnapshot(w io.Writer) (int64, error) {
+	var n int64
+	flush := func(b []byte) ([]byte, error) {
+		m, err := w.Write(b)
+		n += int64(m)
+		return b[:0], err
+	}
+	dst, err := s.encodeSnapshot(make([]byte, 0, snapshotChunk+64<<10), flush)
+	if err == nil && len(dst) > 0 {
+		_, err = flush(dst)
+	}
+	return n, err
+}
+
+// encodeSnapshot appends the snapshot to dst, handing it to flush (when
+// not nil) each time it holds snapshotChunk bytes or more.
+func (s *State) encodeSnapshot(dst []byte, flush func([]byte) ([]byte, error)) ([]byte, error) {
+	var err error
 	dst = append(dst, SnapshotVersion)
 	dst = putUvarint(dst, s.nextID)
 	dst = putUvarint(dst, uint64(len(s.jobs)))
@@ -61,6 +89,11 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 			dst = putString(dst, a.Error)
 			dst = putBytes(dst, a.Output)
 		}
+		if flush != nil && len(dst) >= snapshotChunk {
+			if dst, err = flush(dst); err != nil {
+				return dst, err
+			}
+		}
 	}
 	var targets []string
 	s.Targets(func(t string, _ retry.Breaker) bool { targets = append(targets, t); return true })
@@ -76,7 +109,7 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 		dst = putVarint(dst, b.Until)
 		dst = putUvarint(dst, uint64(b.Busy))
 	}
-	return dst
+	return dst, nil
 }
 
 // FromSnapshot rebuilds a state from a body written by AppendSnapshot. It

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"testing/iotest"
 
@@ -81,5 +82,52 @@ func TestFromSnapshotReaderMatches(t *testing.T) {
 		if _, err := FromSnapshotReader(s.cfg, bytes.NewReader(body[:n]), len(body)); err == nil {
 			t.Fatalf("a reader that ends at %d of %d bytes was accepted", n, len(body))
 		}
+	}
+}
+
+// pieceWriter records the pieces written to it and fails after failAfter
+// of them (never, if negative).
+type pieceWriter struct {
+	buf       bytes.Buffer
+	pieces    int
+	failAfter int
+}
+
+func (w *pieceWriter) Write(p []byte) (int, error) {
+	if w.failAfter >= 0 && w.pieces >= w.failAfter {
+		return 0, errors.New("disk full")
+	}
+	w.pieces++
+	return w.buf.Write(p)
+}
+
+// TestWriteSnapshotStreams: WriteSnapshot writes the bytes AppendSnapshot
+// returns, in several pieces for a large state, and stops at the first
+// write error, returning it.
+func TestWriteSnapshotStreams(t *testing.T) {
+	s := New(Config{})
+	payload := bytes.Repeat([]byte("x"), 100)
+	for id := uint64(1); id <= 10_000; id++ {
+		s.Apply(&Op{Kind: OpEnqueue, ID: id, At: 10, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Payload: payload}})
+	}
+	want := s.AppendSnapshot(nil)
+	w := &pieceWriter{failAfter: -1}
+	n, err := s.WriteSnapshot(w)
+	if err != nil || n != int64(len(want)) || !bytes.Equal(w.buf.Bytes(), want) {
+		t.Fatalf("WriteSnapshot = %d, %v; equal to AppendSnapshot: %v", n, err, bytes.Equal(w.buf.Bytes(), want))
+	}
+	if w.pieces < len(want)/(snapshotChunk+64<<10) || w.pieces < 3 {
+		t.Fatalf("%d bytes written in %d pieces: not streamed", len(want), w.pieces)
+	}
+	failing := &pieceWriter{failAfter: 2}
+	if _, err := s.WriteSnapshot(failing); err == nil || err.Error() != "disk full" {
+		t.Fatalf("a failing writer: err = %v", err)
+	}
+	if failing.pieces != 2 {
+		t.Fatalf("WriteSnapshot went on after a failed write: %d pieces", failing.pieces)
+	}
+	empty := &pieceWriter{failAfter: -1}
+	if _, err := New(Config{}).WriteSnapshot(empty); err != nil || !bytes.Equal(empty.buf.Bytes(), New(Config{}).AppendSnapshot(nil)) {
+		t.Fatalf("empty state: %v", err)
 	}
 }
