@@ -10,54 +10,74 @@ import (
 // The decisions below are pure: they read the state and return the op the
 // engine should journal and then Apply; they change nothing. A zero Op
 // (Kind 0) means there is nothing to journal.
+//
+// Each method looks the job up and calls the per-job decision (AdmitJob,
+// SettleJob, OrphanJob) on its Facts: the PostgreSQL store, which keeps jobs
+// in rows, calls the same functions on the facts of a row, so both stores
+// decide by one rule.
+
+// Facts are what the per-job decisions read of a job.
+type Facts struct {
+	ID        uint64
+	Policy    retry.Policy
+	Due       int64 // the due time of the job (of its interrupted attempt, for OrphanJob)
+	FirstDue  int64 // the due time at enqueue (or revive): the policy deadline counts from it
+	Fails     int
+	Started   uint32 // attempts ever started
+	LastError string
+}
+
+// FactsOf returns the facts of job j.
+func FactsOf(j *Job) Facts {
+	return Facts{ID: j.ID, Policy: j.Spec.Policy, Due: j.Due, FirstDue: j.FirstDue, Fails: j.Fails, Started: j.Started, LastError: j.LastError}
+}
 
 // Admit decides what happens to the pending job id at now, when it is due
-// and the engine has a slot for it (the seed's admission): OpStart of
-// attempt Started+1 when the policy and the target's breaker admit it;
-// OpDefer to when the breaker may admit (at least now+1) when the breaker
-// refuses, counting no attempt; OpFail when the policy deadline has passed
-// ("deadline passed: <last error>") or no attempt is left ("gave up after
-// N attempts: <last error>"). It returns a zero Op when id is not pending.
+// and the engine has a slot for it: AdmitJob under its target's breaker. It
+// returns a zero Op when id is not pending.
 func (s *State) Admit(id uint64, now int64) Op {
 	j := s.job(id)
 	if j == nil || j.State != Pending {
 		return Op{}
 	}
-	c := s.cfg.Circuit
-	b := retry.BudgetFor(j.Spec.Policy, j.Fails, j.FirstDue)
-	br, _, deny := retry.Admit(s.breakers[j.Spec.Target], c, b, now)
-	op := Op{ID: id, At: now}
+	return AdmitJob(FactsOf(j), s.breakers[j.Spec.Target], s.cfg.Circuit, now)
+}
+
+// AdmitJob decides what happens to the pending job f at now, when it is
+// due and the engine has a slot for it (the seed's admission), under its
+// target's breaker br: OpStart of attempt Started+1 when the policy and
+// the breaker admit it; OpDefer to when the breaker may admit (at least
+// now+1) when the breaker refuses, counting no attempt; OpFail when the
+// policy deadline has passed ("deadline passed: <last error>") or no
+// attempt is left ("gave up after N attempts: <last error>").
+func AdmitJob(f Facts, br retry.Breaker, c retry.Circuit, now int64) Op {
+	b := retry.BudgetFor(f.Policy, f.Fails, f.FirstDue)
+	nb, _, deny := retry.Admit(br, c, b, now)
+	op := Op{ID: f.ID, At: now}
 	switch deny {
 	case retry.DenyNone:
-		op.Kind, op.Attempt = OpStart, j.Started+1
+		op.Kind, op.Attempt = OpStart, f.Started+1
 	case retry.DenyOpen:
 		// At least 1 ms later: a half-open breaker with a zero cooldown
 		// would otherwise defer the job to now, again and again.
-		op.Kind, op.Due = OpDefer, max(br.NextAdmit(c, now), addSat(now, 1))
+		op.Kind, op.Due = OpDefer, max(nb.NextAdmit(c, now), addSat(now, 1))
 	case retry.DenyLate:
 		op.Kind = OpFail
-		if j.Fails == 0 && j.LastError == "" {
+		if f.Fails == 0 && f.LastError == "" {
 			op.Error = "deadline passed before the first attempt"
 		} else {
-			op.Error = withError("deadline passed", j.LastError)
+			op.Error = withError("deadline passed", f.LastError)
 		}
 	default:
 		op.Kind = OpFail
-		op.Error = withError(fmt.Sprintf("gave up after %d attempts", j.Fails), j.LastError)
+		op.Error = withError(fmt.Sprintf("gave up after %d attempts", f.Fails), f.LastError)
 	}
 	return op
 }
 
 // Settle decides what follows attempt `attempt` of job id, which ended at
-// now with class (the seed's plan): OpSucceed; OpRetry at now + the wait
-// (the server's afterMS capped at the policy's cap when afterMS ≥ 0, else
-// the jittered backoff drawn with r); or OpFail with the reason:
-// "permanent failure: <err>", "unsafe failure, not retried: <err>",
-// "gave up after N attempts: <err>" when no attempt is left, "deadline
-// passed: <err>" when the deadline falls at or before the next try.
-// BreakerFailed is set for a retryable or unsafe failure. A class that is
-// not one of the four counts as Unsafe. It returns a zero Op when the
-// attempt is not open (unknown job or attempt, or already ended).
+// now with class: SettleJob. It returns a zero Op when the attempt is not
+// open (unknown job or attempt, or already ended).
 //
 // The attempt of a job cancelled while it ran is still open: its op feeds
 // the target's breaker and the history when applied, and nothing else.
@@ -69,19 +89,32 @@ func (s *State) Settle(id uint64, attempt uint32, class retry.Class, afterMS int
 	if a := j.attempt(attempt); a == nil || a.Ended {
 		return Op{}
 	}
+	return SettleJob(FactsOf(j), attempt, class, afterMS, errText, output, now, r)
+}
+
+// SettleJob decides what follows the open attempt `attempt` of job f, which
+// ended at now with class (the seed's plan): OpSucceed; OpRetry at now +
+// the wait (the server's afterMS capped at the policy's cap when afterMS ≥
+// 0, else the jittered backoff drawn with r); or OpFail with the reason:
+// "permanent failure: <err>", "unsafe failure, not retried: <err>", "gave
+// up after N attempts: <err>" when no attempt is left, "deadline passed:
+// <err>" when the deadline falls at or before the next try. BreakerFailed
+// is set for a retryable or unsafe failure. A class that is not one of the
+// four counts as Unsafe. The caller checks that the attempt is open.
+func SettleJob(f Facts, attempt uint32, class retry.Class, afterMS int64, errText string, output []byte, now int64, r uint32) Op {
 	if !class.Valid() {
 		class = retry.Unsafe
 	}
-	op := Op{ID: id, At: now, Attempt: attempt, Class: class, BreakerFailed: class.BreakerFailed()}
+	op := Op{ID: f.ID, At: now, Attempt: attempt, Class: class, BreakerFailed: class.BreakerFailed()}
 	if len(output) > 0 {
 		op.Output = output
 	}
-	p := j.Spec.Policy
+	p := f.Policy
 	// The budget admission left when this attempt started: the failures
 	// have not changed since.
-	b := retry.BudgetFor(p, j.Fails, j.FirstDue)
+	b := retry.BudgetFor(p, f.Fails, f.FirstDue)
 	b.Left = max(b.Left-1, 0)
-	wait, stop := retry.PlanAfter(class, afterMS, p, b, j.Fails, now, r)
+	wait, stop := retry.PlanAfter(class, afterMS, p, b, f.Fails, now, r)
 	switch {
 	case class == retry.Success:
 		op.Kind = OpSucceed
@@ -92,7 +125,7 @@ func (s *State) Settle(id uint64, attempt uint32, class retry.Class, afterMS int
 	case class == retry.Unsafe:
 		op.Kind, op.Error = OpFail, withError("unsafe failure, not retried", errText)
 	case b.Left == 0:
-		op.Kind, op.Error = OpFail, withError(fmt.Sprintf("gave up after %d attempts", j.Fails+1), errText)
+		op.Kind, op.Error = OpFail, withError(fmt.Sprintf("gave up after %d attempts", f.Fails+1), errText)
 	default:
 		op.Kind, op.Error = OpFail, withError("deadline passed", errText)
 	}
@@ -100,28 +133,55 @@ func (s *State) Settle(id uint64, attempt uint32, class retry.Class, afterMS int
 }
 
 // Orphan decides what happens to the job id found running when the journal
-// is opened (its attempt died with the process, seed SPEC §1.3): OpRetry
-// due at once (at its old due time, so that it goes before the jobs that
-// queued behind it; the seed used now), counting one failure of the job, with class 0 (no outcome is
-// known) and the error "interrupted: the process stopped during attempt N".
-// A crash is not the target's fault, so it does not count against the
-// breaker; a half-open probe slot the attempt held is released
-// (retry.Breaker.Release), so the breaker cannot stay stuck half-open. When that used the
-// last attempt, the next admission fails the job as spent. It returns a
-// zero Op when id is not running.
+// is opened (its attempt died with the process, seed SPEC §1.3): OrphanJob
+// with the error "interrupted: the process stopped during attempt N". It
+// returns a zero Op when id is not running.
 func (s *State) Orphan(id uint64, now int64) Op {
 	j := s.job(id)
 	if j == nil || j.State != Running {
 		return Op{}
 	}
+	return OrphanJob(FactsOf(j), now, "the process stopped")
+}
+
+// OrphanJob decides what happens to the running job f whose attempt died
+// without an outcome (its process stopped, or its node stopped renewing
+// the lease; why says which): OpRetry due at once (at its old due time, so
+// that it goes before the jobs that queued behind it; the seed used now),
+// counting one failure of the job, with class 0 (no outcome is known) and
+// the error "interrupted: <why> during attempt N". A crash is not the
+// target's fault, so it does not count against the breaker; a half-open
+// probe slot the attempt held is released (BreakerAfter), so the breaker
+// cannot stay stuck half-open. When that used the last attempt, the next
+// admission fails the job as spent.
+func OrphanJob(f Facts, now int64, why string) Op {
 	// Due again at its old due time (it was due already, and the jobs
 	// that queued behind it should not overtake work a crash cut short);
 	// never later than now.
 	return Op{
-		Kind: OpRetry, ID: id, At: now, Due: min(j.Due, now), Attempt: j.Started,
+		Kind: OpRetry, ID: f.ID, At: now, Due: min(f.Due, now), Attempt: f.Started,
 		Class: 0, BreakerFailed: false, // no outcome is known: see Breaker.Release
-		Error: fmt.Sprintf("interrupted: the process stopped during attempt %d", j.Started),
+		Error: fmt.Sprintf("interrupted: %s during attempt %d", why, f.Started),
 	}
+}
+
+// BreakerAfter returns the target's breaker br after op is applied: a start
+// takes an admission (a half-open probe slot), an outcome of an attempt
+// feeds the breaker (Done), and an interrupted attempt (class 0) only
+// releases the probe slot it held. Other ops leave br as it is. The caller
+// applies an outcome only to an open attempt.
+func BreakerAfter(br retry.Breaker, c retry.Circuit, op *Op) retry.Breaker {
+	switch {
+	case op.Kind == OpStart:
+		br, _ = br.Admit(c, op.At)
+	case op.Kind.outcome() && op.Attempt != 0:
+		if op.Class == 0 {
+			br = br.Release()
+		} else {
+			br = br.Done(c, op.At, op.BreakerFailed)
+		}
+	}
+	return br
 }
 
 func withError(reason, err string) string {

@@ -198,8 +198,7 @@ func (s *State) start(op *Op) {
 	if j == nil || j.State != Pending || op.Attempt == 0 || op.Attempt != j.Started+1 {
 		return
 	}
-	br, _ := s.breakers[j.Spec.Target].Admit(s.cfg.Circuit, op.At)
-	s.setBreaker(j.Spec.Target, br)
+	s.setBreaker(j.Spec.Target, BreakerAfter(s.breakers[j.Spec.Target], s.cfg.Circuit, op))
 	s.unqueue(j)
 	s.setState(j, Running)
 	j.index = int32(len(s.running))
@@ -227,15 +226,9 @@ func (s *State) outcome(op *Op) {
 	}
 	// Every attempt that ends feeds its target's breaker, even one whose
 	// job was cancelled meanwhile (the seed's rule), and its history.
-	br := s.breakers[j.Spec.Target]
-	if op.Class == 0 {
-		// Interrupted (a crash): the target is not to blame, but a half-open
-		// probe slot it held is free again.
-		br = br.Release()
-	} else {
-		br = br.Done(s.cfg.Circuit, op.At, op.BreakerFailed)
-	}
-	s.setBreaker(j.Spec.Target, br)
+	// Interrupted (a crash, class 0): the target is not to blame, but a
+	// half-open probe slot it held is free again.
+	s.setBreaker(j.Spec.Target, BreakerAfter(s.breakers[j.Spec.Target], s.cfg.Circuit, op))
 	a.Ended, a.EndedAt, a.Class, a.Error, a.Output = true, op.At, op.Class, op.Error, op.Output
 	if j.State != Running || op.Attempt != j.Started {
 		return

@@ -1,18 +1,18 @@
 package pgstore
 
 import (
-	"fmt"
-	"math"
-
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/retry"
 )
 
-// This file mirrors, for one job row and its target's breaker, the decisions
-// (state.State.Admit, Settle, Orphan) and their effect (state.State.Apply) of
-// package state, built on the same retry functions, so that this store and
-// the embedded one make the same decisions for the same history. The
-// side-by-side property test (TestSameAsEmbedded) holds them to that.
+// The decisions for a job row are package state's per-job decisions
+// (state.AdmitJob, SettleJob, OrphanJob) on the row's facts, and the
+// breaker's change is state.BreakerAfter, so this store and the embedded one
+// decide by the same code. This file holds what is this store's own: the
+// rows, and the effect of an op on a row (apply, the row-level counterpart
+// of state.State.Apply). The side-by-side property test
+// (TestSameAsEmbedded) and TestDecideMirrorsState hold the two to the same
+// results.
 
 // attempt is one entry of a job's history as stored in its history column:
 // state.Attempt plus the node that ran it (for fencing).
@@ -74,70 +74,10 @@ func (r *jobRow) open(n uint32) *attempt {
 	return nil
 }
 
-// admit is state.State.Admit for the pending job r under breaker br.
-func admit(r *jobRow, br retry.Breaker, c retry.Circuit, now int64) state.Op {
-	b := retry.BudgetFor(r.spec.Policy, r.fails, r.firstDue)
-	nb, _, deny := retry.Admit(br, c, b, now)
-	op := state.Op{ID: r.id, At: now}
-	switch deny {
-	case retry.DenyNone:
-		op.Kind, op.Attempt = state.OpStart, r.started+1
-	case retry.DenyOpen:
-		op.Kind, op.Due = state.OpDefer, max(nb.NextAdmit(c, now), addSat(now, 1))
-	case retry.DenyLate:
-		op.Kind = state.OpFail
-		if r.fails == 0 && r.lastError == "" {
-			op.Error = "deadline passed before the first attempt"
-		} else {
-			op.Error = withError("deadline passed", r.lastError)
-		}
-	default:
-		op.Kind = state.OpFail
-		op.Error = withError(fmt.Sprintf("gave up after %d attempts", r.fails), r.lastError)
-	}
-	return op
-}
-
-// settle is state.State.Settle for attempt n of r, which must be open.
-func settle(r *jobRow, n uint32, class retry.Class, afterMS int64, errText string, output []byte, now int64, rnd uint32) state.Op {
-	if !class.Valid() {
-		class = retry.Unsafe
-	}
-	op := state.Op{ID: r.id, At: now, Attempt: n, Class: class, BreakerFailed: class.BreakerFailed()}
-	if len(output) > 0 {
-		op.Output = output
-	}
-	p := r.spec.Policy
-	b := retry.BudgetFor(p, r.fails, r.firstDue)
-	b.Left = max(b.Left-1, 0)
-	wait, stop := retry.PlanAfter(class, afterMS, p, b, r.fails, now, rnd)
-	switch {
-	case class == retry.Success:
-		op.Kind = state.OpSucceed
-	case !stop:
-		op.Kind, op.Due, op.Error = state.OpRetry, addSat(now, wait), errText
-	case class == retry.Permanent:
-		op.Kind, op.Error = state.OpFail, withError("permanent failure", errText)
-	case class == retry.Unsafe:
-		op.Kind, op.Error = state.OpFail, withError("unsafe failure, not retried", errText)
-	case b.Left == 0:
-		op.Kind, op.Error = state.OpFail, withError(fmt.Sprintf("gave up after %d attempts", r.fails+1), errText)
-	default:
-		op.Kind, op.Error = state.OpFail, withError("deadline passed", errText)
-	}
-	return op
-}
-
-// orphan is state.State.Orphan for the running job r whose node stopped
-// renewing its lease (or closed without finishing the attempt): a retry due
-// at once, at its old due time (never later than now), counting one failure
-// of the job and none of its target.
-func orphan(r *jobRow, now int64, why string) state.Op {
-	return state.Op{
-		Kind: state.OpRetry, ID: r.id, At: now, Due: min(r.due, now), Attempt: r.started,
-		Class: 0, BreakerFailed: false, // no outcome is known: see retry.Breaker.Release
-		Error: fmt.Sprintf("interrupted: %s during attempt %d", why, r.started),
-	}
+// facts returns what the per-job decisions of package state (AdmitJob,
+// SettleJob, OrphanJob) read of r.
+func (r *jobRow) facts() state.Facts {
+	return state.Facts{ID: r.id, Policy: r.spec.Policy, Due: r.due, FirstDue: r.firstDue, Fails: r.fails, Started: r.started, LastError: r.lastError}
 }
 
 // apply is state.State.Apply of op to r and its target's breaker *br, for
@@ -146,7 +86,7 @@ func orphan(r *jobRow, now int64, why string) state.Op {
 func apply(r *jobRow, br *retry.Breaker, c retry.Circuit, op *state.Op, node string) {
 	switch op.Kind {
 	case state.OpStart:
-		*br, _ = br.Admit(c, op.At)
+		*br = state.BreakerAfter(*br, c, op)
 		r.st = state.Running
 		r.started++
 		r.node = node
@@ -163,11 +103,7 @@ func apply(r *jobRow, br *retry.Breaker, c retry.Circuit, op *state.Op, node str
 		if a == nil {
 			return
 		}
-		if op.Class == 0 {
-			*br = br.Release() // interrupted: the target is not to blame
-		} else {
-			*br = br.Done(c, op.At, op.BreakerFailed)
-		}
+		*br = state.BreakerAfter(*br, c, op)
 		a.Ended, a.EndedAt, a.Class, a.Error, a.Output = true, op.At, op.Class, op.Error, op.Output
 		if r.st != state.Running || op.Attempt != r.started {
 			return
@@ -195,19 +131,4 @@ func addAttempt(h []attempt, a attempt) []attempt {
 		h = append(h[:0:0], h[len(h)-state.MaxAttemptHistory+1:]...)
 	}
 	return append(h, a)
-}
-
-func withError(reason, err string) string {
-	if err == "" {
-		return reason
-	}
-	return reason + ": " + err
-}
-
-// addSat returns a + b for b ≥ 0, saturating at math.MaxInt64.
-func addSat(a, b int64) int64 {
-	if b > 0 && a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }

@@ -12,9 +12,9 @@ import (
 
 // TestDecideMirrorsState runs random claims, outcomes and orphan rescues of
 // a few jobs on two targets through package state (Admit, Settle, Orphan,
-// Apply) and through this package's mirror (admit, settle, orphan, apply on
-// rows and breakers): every decision and every resulting job and breaker
-// must be equal. It needs no database, so it covers far more histories than
+// Apply) and through this store's path (the per-job decisions on a row's
+// facts, then apply on rows and breakers): every decision and every
+// resulting job and breaker must be equal. It needs no database, so it covers far more histories than
 // TestSameAsEmbedded; that test covers the SQL around the decisions.
 func TestDecideMirrorsState(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -47,7 +47,7 @@ func TestDecideMirrorsState(t *testing.T) {
 				if r.st != state.Pending || r.due > now {
 					continue
 				}
-				want, got = st.Admit(r.id, now), admit(r, *br, c, now)
+				want, got = st.Admit(r.id, now), state.AdmitJob(r.facts(), *br, c, now)
 			case 1:
 				if r.started == 0 {
 					continue
@@ -60,13 +60,13 @@ func TestDecideMirrorsState(t *testing.T) {
 				after := rapid.SampledFrom([]int64{-1, 0, 50, 5000}).Draw(rt, "after")
 				rnd := rapid.Uint32().Draw(rt, "r")
 				want = st.Settle(r.id, attempt, class, after, "e", []byte("o"), now, rnd)
-				got = settle(r, attempt, class, after, "e", []byte("o"), now, rnd)
+				got = state.SettleJob(r.facts(), attempt, class, after, "e", []byte("o"), now, rnd)
 			case 2:
 				if r.st != state.Running {
 					continue
 				}
 				want = st.Orphan(r.id, now)
-				got = orphan(r, now, "the process stopped")
+				got = state.OrphanJob(r.facts(), now, "the process stopped")
 			}
 			if !reflect.DeepEqual(want, got) {
 				rt.Fatalf("decision for job %d: state %+v, mirror %+v", r.id, want, got)

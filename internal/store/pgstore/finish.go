@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
 )
 
@@ -109,7 +110,7 @@ func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32,
 			fenced = append(fenced, o)
 			continue
 		}
-		op := settle(r, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
+		op := state.SettleJob(r.facts(), o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
 		apply(r, &brs[r.spec.Target].b, s.opts.Circuit, &op, "")
 		changed[r] = true
 	}

@@ -493,7 +493,7 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 				}
 			}
 			br := brs[target]
-			op := admit(r, br.b, c, now)
+			op := state.AdmitJob(r.facts(), br.b, c, now)
 			apply(r, &br.b, c, &op, s.opts.Node)
 			switch op.Kind {
 			case state.OpStart:
@@ -652,7 +652,7 @@ func (s *Store) requeue(ctx context.Context, where string, args []any, why strin
 			if w == "" {
 				w = fmt.Sprintf("node %s stopped renewing its lease", r.node)
 			}
-			op := orphan(r, now, w)
+			op := state.OrphanJob(r.facts(), now, w)
 			apply(r, &brs[r.spec.Target].b, s.opts.Circuit, &op, "")
 			changed[r] = true
 		}
