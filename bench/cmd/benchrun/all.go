@@ -70,7 +70,9 @@ var plans = map[string]sizes{
 		// The 20000 for runlog; the peers drain at 150 to 6000
 		// jobs/s here, so 20000 each would take the matrix far past its
 		// 15 minutes.
-		w1NFor:      map[string]int{"river-pg": 5000, "river-sqlite": 5000, "goqite": 5000, "asynq": 5000},
+		// runlog-pg runs the N of River on PostgreSQL, the system it is
+		// compared with, on tables of the same size.
+		w1NFor:      map[string]int{"river-pg": 5000, "runlog-pg": 5000, "river-sqlite": 5000, "goqite": 5000, "asynq": 5000},
 		runlogCrash: []harness.Mode{harness.ModeDefault, harness.ModeTuned},
 	},
 	"smoke": {
@@ -93,6 +95,9 @@ func configs(redisAlways, redisEverysec string) []config {
 	var out []config
 	if slices.Contains(harness.Names(), "runlog") {
 		out = append(out, config{label: "runlog", system: "runlog", mode: harness.ModeDefault, crash: true})
+	}
+	if slices.Contains(harness.Names(), "runlog-pg") {
+		out = append(out, config{label: "runlog-pg", system: "runlog-pg", mode: harness.ModeDefault, crash: true})
 	}
 	for _, m := range []harness.Mode{harness.ModeDefault, harness.ModeTuned} {
 		out = append(out,
@@ -132,16 +137,17 @@ func matrix(cfgs []config, s sizes) []entry {
 			continue
 		}
 		modes := []harness.Mode{c.mode}
-		if c.system == "runlog" {
+		if isRunlog(c.system) {
 			// runlog has no polling, but W4 compares its defaults with
-			// its fastest recovery (retry base 0, no breaker).
+			// its fastest recovery (retry base 0, no breaker; on
+			// PostgreSQL a 1s lease).
 			modes = s.runlogCrash
 		}
 		for _, m := range modes {
 			cc := c
 			cc.mode = m
-			if c.system == "runlog" {
-				cc.label = "runlog " + string(m)
+			if isRunlog(c.system) {
+				cc.label = c.system + " " + string(m)
 			}
 			out = append(out, entry{cfg: cc, workload: harness.W4, conc: s.w4Conc, n: s.w4N, extra: []string{
 				"-window", s.w4Window.String(), "-body", s.w4Body.String()}})
@@ -229,11 +235,15 @@ func problem(r harness.Result) string {
 		return r.Error
 	case (r.Workload == harness.W1 || r.Workload == harness.W3) && (r.Missing > 0 || r.Duplicates > 0 || r.ExtraAttempts > 0):
 		return fmt.Sprintf("%d missing, %d twice, %d extra attempts", r.Missing, r.Duplicates, r.ExtraAttempts)
-	case r.Workload == harness.W4 && r.System == "runlog" && r.Lost > 0:
+	case r.Workload == harness.W4 && isRunlog(r.System) && r.Lost > 0:
 		return fmt.Sprintf("%d jobs not run again after the restart", r.Lost)
 	}
 	return ""
 }
+
+// isRunlog reports whether system is one of runlog's (embedded or on
+// PostgreSQL), not a peer.
+func isRunlog(system string) bool { return system == "runlog" || system == "runlog-pg" }
 
 // runChild runs one entry in a child process and returns its result; a
 // child that fails or times out yields a result with Error set.

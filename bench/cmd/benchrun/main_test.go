@@ -88,6 +88,7 @@ func TestMatrix(t *testing.T) {
 		if e.workload == harness.W4 && strings.HasPrefix(e.cfg.label, "asynq-everysec") {
 			t.Errorf("W4 runs for %s, but killing the worker does not depend on Redis's fsync", e.cfg.label)
 		}
+		// runlog-pg too: it runs River-PG's N.
 		if e.workload == harness.W1 && e.cfg.system != "runlog" && e.n != 5000 {
 			t.Errorf("%s W1 N = %d, want the peers' 5000", e.cfg.label, e.n)
 		}
@@ -97,7 +98,7 @@ func TestMatrix(t *testing.T) {
 	for _, c := range cfgs {
 		if c.crash {
 			crash++
-			if c.system == "runlog" {
+			if isRunlog(c.system) {
 				crash++ // default and tuned
 			}
 		}
@@ -120,6 +121,7 @@ func TestProblem(t *testing.T) {
 		{harness.Result{Workload: harness.W1, Duplicates: 1}, true},
 		{harness.Result{Workload: harness.W3, ExtraAttempts: 1}, true},
 		{harness.Result{Workload: harness.W4, System: "runlog", Lost: 1}, true},
+		{harness.Result{Workload: harness.W4, System: "runlog-pg", Lost: 1}, true},
 		// A peer that rescues after the window is reported, not a failure.
 		{harness.Result{Workload: harness.W4, System: "asynq", Lost: 1}, false},
 	}

@@ -41,6 +41,18 @@ const (
 	barRecover = 1.0 // seconds
 )
 
+// The bar of issue 9: runlog on PostgreSQL against River on PostgreSQL.
+const (
+	pgLabel      = "runlog-pg"
+	pgSystem     = "runlog-pg"
+	pgPeer       = "river-pg"
+	pgBarRatio   = 1.5
+	pgBarRecover = 10.0 // seconds
+)
+
+// isRunlog reports whether system is one of runlog's, not a peer.
+func isRunlog(system string) bool { return system == "runlog" || system == pgSystem }
+
 // results indexes runs by workload, concurrency and label.
 type results struct {
 	all    []harness.Result
@@ -119,7 +131,7 @@ func best(rs []harness.Result, metric func(harness.Result) float64, weak bool) (
 	var b harness.Result
 	found := false
 	for _, r := range rs {
-		if r.System == "runlog" || r.Error != "" || (r.WeakDurability != "") != weak {
+		if isRunlog(r.System) || r.Error != "" || (r.WeakDurability != "") != weak {
 			continue
 		}
 		if !found || metric(r) > metric(b) {
@@ -194,6 +206,7 @@ func Render(rs []harness.Result, info Info) string {
 		p("> **runlog's column is missing:** %s\n\n", info.RunlogMissing)
 	}
 	renderBar(&b, x)
+	renderPGBar(&b, x)
 	renderMachine(&b, info)
 
 	p("## W1: enqueue, then drain\n\n")
@@ -367,6 +380,78 @@ func renderBar(b *strings.Builder, x *results) {
 		}
 		p("- **W4 (%s):** %d of %d jobs not run by the end of the %.0f s window; the jobs started before the kill (%d in flight, %d finished but run again) %s; %s.\n",
 			r.Label, r.Lost, r.N, r.WindowSeconds, r.Interrupted, r.Twice, again, verdict)
+	}
+	p("\n")
+}
+
+// renderPGBar states the verdicts of issue 9: runlog-pg against the best
+// River-on-PostgreSQL configuration on W1 processing (at 256 and at 16)
+// and W2, and runlog-pg's W4 rescue time. It says nothing when runlog-pg
+// did not run.
+func renderPGBar(b *strings.Builder, x *results) {
+	if !slices.ContainsFunc(x.all, func(r harness.Result) bool { return r.System == pgSystem }) {
+		return
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("## The bar of issue 9: runlog on PostgreSQL\n\n")
+	p("runlog-pg (runlog.OpenPostgres on the same PostgreSQL server, fsync=on, synchronous_commit=on) ≥ %.1f× the best River-on-PostgreSQL configuration on W1 processing and on W2; in W4, every job a killed node held runs again within %.0f s (River's default rescues stuck jobs after 1 h).\n\n", pgBarRatio, pgBarRecover)
+	check := func(name string, runs []harness.Result, metric func(harness.Result) float64, unit string) {
+		pg, ok := find(runs, pgLabel)
+		var peers []harness.Result
+		for _, r := range runs {
+			if r.System == pgPeer && r.Error == "" {
+				peers = append(peers, r)
+			}
+		}
+		switch {
+		case !ok:
+			p("- **%s:** runlog-pg did not run (or failed); no verdict.\n", name)
+			return
+		case len(peers) == 0:
+			p("- **%s:** runlog-pg %s %s; no River-on-PostgreSQL result to compare.\n", name, num(metric(pg)), unit)
+			return
+		}
+		bestPeer := peers[0]
+		var each []string
+		for _, r := range peers {
+			if metric(r) > metric(bestPeer) {
+				bestPeer = r
+			}
+			each = append(each, fmt.Sprintf("%s %s (%s)", r.Label, num(metric(r)), Ratio(metric(pg), metric(r))))
+		}
+		ratio := metric(pg) / metric(bestPeer)
+		verdict := "**met**"
+		if ratio < pgBarRatio {
+			verdict = fmt.Sprintf("**not met**: short by a factor of %.2f (runlog-pg would need %s %s)", pgBarRatio/ratio, num(pgBarRatio*metric(bestPeer)), unit)
+		}
+		p("- **%s:** runlog-pg %s %s vs best River-PG %s %s %s = %s; %s. Each River-PG configuration: %s.\n",
+			name, num(metric(pg)), unit, bestPeer.Label, num(metric(bestPeer)), unit, Ratio(metric(pg), metric(bestPeer)), verdict, strings.Join(each, ", "))
+	}
+	process := func(r harness.Result) float64 { return r.ProcessRate }
+	check("W1 processing at 256", x.of(harness.W1, 256), process, "jobs/s")
+	check("W1 processing at 16", x.of(harness.W1, 16), process, "jobs/s")
+	check("W2 completed", x.of(harness.W2, 0), func(r harness.Result) float64 { return r.CompleteRate }, "jobs/s")
+	for _, r := range x.of(harness.W4, 0) {
+		if r.System != pgSystem && r.System != pgPeer {
+			continue
+		}
+		if r.Error != "" {
+			p("- **W4 (%s):** failed: %s\n", r.Label, cell(r.Error))
+			continue
+		}
+		again := fmt.Sprintf("had not all run again by the end of the %.0f s window", r.WindowSeconds)
+		if r.RecoverSeconds >= 0 {
+			again = fmt.Sprintf("had all run again %.2f s after the restart", r.RecoverSeconds)
+		}
+		verdict := ""
+		if r.System == pgSystem {
+			verdict = "; **met**"
+			if r.Lost > 0 || r.RecoverSeconds < 0 || r.RecoverSeconds > pgBarRecover {
+				verdict = "; **not met**"
+			}
+		}
+		p("- **W4 (%s):** the jobs started before the kill (%d in flight, %d finished but run again) %s; %d of %d jobs not run by the window's end%s.\n",
+			r.Label, r.Interrupted, r.Twice, again, r.Lost, r.N, verdict)
 	}
 	p("\n")
 }

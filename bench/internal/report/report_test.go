@@ -129,3 +129,33 @@ func TestReadResultsLastRunWins(t *testing.T) {
 		t.Fatalf("ReadResults of a bad line = %v, want an error naming line 1", err)
 	}
 }
+
+// TestRenderPGBar: runlog-pg is judged against the best River-on-PostgreSQL
+// configuration (not against the other peers, nor counted as a peer of
+// runlog's bar), and its W4 rescue against 10 s.
+func TestRenderPGBar(t *testing.T) {
+	rs := []harness.Result{
+		{Label: "runlog", System: "runlog", Workload: harness.W1, Concurrency: 256, ProcessRate: 60000},
+		{Label: "runlog-pg", System: "runlog-pg", Workload: harness.W1, Concurrency: 256, ProcessRate: 15000},
+		{Label: "river-pg default", System: "river-pg", Workload: harness.W1, Concurrency: 256, ProcessRate: 5000},
+		{Label: "river-pg tuned", System: "river-pg", Workload: harness.W1, Concurrency: 256, ProcessRate: 10000},
+		{Label: "goqite tuned", System: "goqite", Workload: harness.W1, Concurrency: 256, ProcessRate: 50000},
+		{Label: "runlog-pg", System: "runlog-pg", Workload: harness.W2, Concurrency: 64, CompleteRate: 1000},
+		{Label: "river-pg tuned", System: "river-pg", Workload: harness.W2, Concurrency: 64, CompleteRate: 1000},
+		{Label: "runlog-pg default", System: "runlog-pg", Workload: harness.W4, N: 2000, WindowSeconds: 30, Interrupted: 16, RecoverSeconds: 6.2},
+		{Label: "river-pg default", System: "river-pg", Workload: harness.W4, N: 2000, WindowSeconds: 30, Interrupted: 16, Lost: 16, RecoverSeconds: -1},
+	}
+	got := Render(rs, Info{})
+	for _, want := range []string{
+		"**W1 processing at 256:** runlog 60000 jobs/s vs best peer goqite tuned 50000 jobs/s",
+		"- **W1 processing at 256:** runlog-pg 15000 jobs/s vs best River-PG river-pg tuned 10000 jobs/s = 1.50×; **met**. Each River-PG configuration: river-pg default 5000 (3.00×), river-pg tuned 10000 (1.50×).",
+		"- **W1 processing at 16:** runlog-pg did not run (or failed); no verdict.",
+		"- **W2 completed:** runlog-pg 1000 jobs/s vs best River-PG river-pg tuned 1000 jobs/s = 1.00×; **not met**: short by a factor of 1.50 (runlog-pg would need 1500 jobs/s).",
+		"- **W4 (runlog-pg default):** the jobs started before the kill (16 in flight, 0 finished but run again) had all run again 6.20 s after the restart; 0 of 2000 jobs not run by the window's end; **met**.",
+		"- **W4 (river-pg default):** the jobs started before the kill (16 in flight, 0 finished but run again) had not all run again by the end of the 30 s window; 16 of 2000 jobs not run by the window's end.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/runlog/runlog/bench/internal/driver/pgdb"
 	"github.com/runlog/runlog/bench/internal/driver/sqlitedb"
 	"github.com/runlog/runlog/bench/internal/harness"
 )
@@ -163,15 +164,7 @@ func OpenPostgres(ctx context.Context, cfg harness.Config) (harness.Driver, erro
 		}
 	}
 	d.settings = func(ctx context.Context) []harness.Setting {
-		var out []harness.Setting
-		for _, name := range []string{"server_version", "fsync", "synchronous_commit", "wal_sync_method", "full_page_writes"} {
-			var v string
-			if err := pool.QueryRow(ctx, "SHOW "+name).Scan(&v); err != nil {
-				v = "unknown: " + err.Error()
-			}
-			out = append(out, harness.Setting{Name: "postgres " + name, Value: v})
-		}
-		return append(out, harness.Setting{Name: "river pgx pool", Value: fmt.Sprint(poolSize)})
+		return append(pgdb.Settings(ctx, pool), harness.Setting{Name: "river pgx pool", Value: fmt.Sprint(poolSize)})
 	}
 	return d, nil
 }

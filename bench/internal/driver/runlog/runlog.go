@@ -1,6 +1,8 @@
-// Package runlog drives the embedded runlog engine (the root package of
-// this repository, durability on: every enqueue and outcome is fdatasync'ed
-// by group commit before it is acknowledged) for the benchmark.
+// Package runlog drives the runlog engine (the root package of this
+// repository) for the benchmark, as two systems: "runlog", the embedded
+// journal (durability on: every enqueue and outcome is fdatasync'ed by
+// group commit before it is acknowledged), and "runlog-pg", runlog on
+// PostgreSQL (runlog.OpenPostgres, on the server River runs on).
 package runlog
 
 import (
@@ -29,6 +31,7 @@ var errClosing = errors.New("bench: the driver is closing")
 
 func init() {
 	harness.Register(harness.System{Name: "runlog", Store: "embedded journal", Open: Open})
+	harness.Register(harness.System{Name: "runlog-pg", Store: "PostgreSQL 15", NeedsPostgres: true, Open: OpenPostgres})
 }
 
 // syncCounter is the runner's Observer: it counts group commits.
@@ -66,6 +69,10 @@ type driver struct {
 	bodies  sync.RWMutex // held for reading while a job body runs
 	closing chan struct{}
 	once    sync.Once
+
+	// settings lists the store's own settings (Settings adds the common
+	// ones).
+	settings func(context.Context) []harness.Setting
 }
 
 // breakerOff is a breaker that never opens: the peers have no circuit
@@ -76,7 +83,8 @@ type driver struct {
 // each failure.
 var breakerOff = runlog.BreakerConfig{Threshold: math.MaxInt32, Window: time.Millisecond, Cooldown: time.Second, Probes: 1}
 
-// Open opens a runlog journal in cfg.Dir/journal.
+// newDriver returns the driver for cfg and the runner's config, before the
+// runner is opened.
 //
 // runlog has no polling to tune: it dispatches as soon as a job is due.
 // It runs with its defaults (retry base 500ms, cap 30s, 10 attempts;
@@ -84,7 +92,7 @@ var breakerOff = runlog.BreakerConfig{Threshold: math.MaxInt32, Window: time.Mil
 // smallest backoff (base 0) and no breaker in both modes, and W4 tuned
 // uses base 0 and no breaker, the fastest recovery runlog can be
 // configured for.
-func Open(ctx context.Context, cfg harness.Config) (harness.Driver, error) {
+func newDriver(cfg harness.Config) (*driver, runlog.Config) {
 	d := &driver{
 		cfg:     cfg,
 		obs:     &syncCounter{},
@@ -110,6 +118,13 @@ func Open(ctx context.Context, cfg harness.Config) (harness.Driver, error) {
 	if d.breaker != nil {
 		rc.Breaker = *d.breaker
 	}
+	return d, rc
+}
+
+// Open opens a runlog journal in cfg.Dir/journal (see newDriver for the
+// settings).
+func Open(ctx context.Context, cfg harness.Config) (harness.Driver, error) {
+	d, rc := newDriver(cfg)
 	dir := filepath.Join(cfg.Dir, "journal")
 	if cfg.Fresh {
 		if err := os.RemoveAll(dir); err != nil {
@@ -121,6 +136,7 @@ func Open(ctx context.Context, cfg harness.Config) (harness.Driver, error) {
 		return nil, fmt.Errorf("runlog: open %s: %w", dir, err)
 	}
 	d.r = r
+	d.settings = d.embeddedSettings
 	return d, nil
 }
 
@@ -203,15 +219,23 @@ func (d *driver) Close(ctx context.Context) error {
 	return d.r.Close(ctx)
 }
 
-func (d *driver) Settings(context.Context) []harness.Setting {
+func (d *driver) Settings(ctx context.Context) []harness.Setting {
+	out := d.settings(ctx)
+	out = append(out,
+		harness.Setting{Name: "runlog retry", Value: fmt.Sprintf("attempts %d, base %s, cap %s", d.retry.Attempts, d.retry.Base, d.retry.Cap)},
+		harness.Setting{Name: "runlog breaker", Value: "default (opens after 5 failures within 1m, cooldown 30s)"},
+	)
+	if d.breaker != nil {
+		out[len(out)-1].Value = "off (threshold 2^31-1; the peers have none)"
+	}
+	return out
+}
+
+// embeddedSettings are the journal's settings.
+func (d *driver) embeddedSettings(context.Context) []harness.Setting {
 	out := []harness.Setting{
 		{Name: "runlog durability", Value: "fdatasync per group commit before every ack (not configurable)"},
 		{Name: "runlog polling", Value: "none: dispatch on enqueue and on due time"},
-		{Name: "runlog retry", Value: fmt.Sprintf("attempts %d, base %s, cap %s", d.retry.Attempts, d.retry.Base, d.retry.Cap)},
-		{Name: "runlog breaker", Value: "default (opens after 5 failures within 1m, cooldown 30s)"},
-	}
-	if d.breaker != nil {
-		out[len(out)-1].Value = "off (threshold 2^31-1; the peers have none)"
 	}
 	if s := d.obs.syncs.Load(); s > 0 {
 		out = append(out, harness.Setting{Name: "runlog group commit", Value: fmt.Sprintf("%d fdatasyncs, %.1f records each", s, float64(d.obs.records.Load())/float64(s))})
