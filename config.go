@@ -47,12 +47,20 @@ type Config struct {
 	// their idempotency keys). Defaults to 24h for succeeded and cancelled
 	// jobs and 7 days for failed ones.
 	Retention Retention
-	// SnapshotBytes: once the journal has grown by this many bytes since the
-	// last snapshot, a snapshot of the whole state is written in the
-	// background and the journal segments it covers are dropped, so disk
-	// use and open time follow the jobs held, not all history. One is also
-	// written at Close. Defaults to 64 MiB; < 0 turns snapshots off.
+	// SnapshotBytes: once the journal has grown since the last snapshot by
+	// this many bytes, or by that snapshot's size if it is larger, a
+	// snapshot of the whole state is written in the background and the
+	// journal segments it covers are dropped, so disk use and open time
+	// follow the jobs held, not all history. One is also written at Close.
+	// Defaults to 64 MiB; < 0 turns snapshots off.
 	SnapshotBytes int64
+	// KeepSnapshots is how many snapshots stay on disk, with the journal
+	// from the oldest of them on. Defaults to 1: disk use stays under about
+	// twice the snapshot, and a damaged snapshot makes Open refuse (restore
+	// from a backup). With 2 or more, Open falls back past a damaged newest
+	// snapshot, and `runlog journal state --at` reaches further back, at the
+	// cost of the extra snapshots and journal on disk.
+	KeepSnapshots int
 	// Clock is the time source; tests inject a fake one. Defaults to the
 	// system clock.
 	Clock Clock

@@ -132,6 +132,7 @@ func Open(dir string, cfg Config) (*Runner, error) {
 		State:         state.Config{Circuit: cfg.Breaker.circuit()},
 		Now:           cfg.Clock.Now().UnixMilli(),
 		SnapshotBytes: cfg.SnapshotBytes,
+		KeepSnapshots: cfg.KeepSnapshots,
 		Retention:     cfg.Retention.rules(),
 		Logf:          func(format string, args ...any) { cfg.Logger.Error(fmt.Sprintf(format, args...)) },
 	})

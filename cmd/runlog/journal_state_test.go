@@ -17,7 +17,9 @@ import (
 func TestJournalStateCompactAndDump(t *testing.T) {
 	dir := t.TempDir()
 	done := make(chan struct{}, 3)
-	r, err := runlog.Open(dir, runlog.Config{SegmentSize: 64 << 10, Handlers: map[string]runlog.Handler{
+	// Two snapshots kept, so that the journal since the first is there to
+	// travel through (with one, the snapshot at Close drops it).
+	r, err := runlog.Open(dir, runlog.Config{SegmentSize: 64 << 10, KeepSnapshots: 2, Handlers: map[string]runlog.Handler{
 		"ok":  runlog.Handle(func(context.Context, []byte) error { done <- struct{}{}; return nil }),
 		"bad": runlog.Handle(func(context.Context, []byte) error { done <- struct{}{}; return runlog.Permanent(errors.New("no")) }),
 	}})

@@ -28,7 +28,9 @@ type journalLayout struct {
 func buildJournal(t *testing.T, n int) (string, journalLayout) {
 	t.Helper()
 	dir := t.TempDir()
-	r, err := runlog.Open(dir, runlog.Config{Handlers: map[string]runlog.Handler{
+	// Two snapshots kept: the snapshot at Close then drops no record, and
+	// the tests see the whole journal.
+	r, err := runlog.Open(dir, runlog.Config{KeepSnapshots: 2, Handlers: map[string]runlog.Handler{
 		"noop": runlog.Handle(func(context.Context, json.RawMessage) error { return nil }),
 	}})
 	if err != nil {
@@ -108,7 +110,7 @@ func TestJournalVerifyExitCodes(t *testing.T) {
 		t.Fatalf("torn tail: exit %d; want %d naming the file and the repair\n%s%s", code, exitTorn, out, errOut)
 	}
 	// Opening the journal repairs it; verify is then clean with every record.
-	r, err := runlog.Open(dir, runlog.Config{})
+	r, err := runlog.Open(dir, runlog.Config{KeepSnapshots: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,16 @@ import (
 	"github.com/runlog/runlog/internal/vfs"
 )
 
-// keepSnapshots is how many snapshots stay on disk. The journal is kept from
-// the oldest of them on, so that a damaged newest snapshot can be replaced
-// by the older one plus the journal after it.
-const keepSnapshots = 2
+// DefaultKeepSnapshots is how many snapshots stay on disk by default: one,
+// and the journal after it, so that disk use stays under twice the newest
+// snapshot. With more, the journal is kept from the oldest of them on, and
+// a damaged newest snapshot is replaced by an older one plus the journal
+// after it; with one, Open refuses a damaged snapshot with an error that
+// says so (restore from a backup).
+const DefaultKeepSnapshots = 1
 
 // DefaultSnapshotBytes is how many journal bytes since the last snapshot
-// trigger the next one.
+// trigger the next one, at least (see Options.SnapshotBytes).
 const DefaultSnapshotBytes = 64 << 20
 
 // errStop ends a replay early.
@@ -85,6 +88,11 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 	if errors.Is(err, errStop) {
 		err = nil
 	}
+	if upTo != 0 && len(infos) > 0 && upTo < infos[len(infos)-1].Seq && (err != nil || last < upTo) {
+		// Time travel to before what compaction kept.
+		oldest := infos[len(infos)-1].Seq
+		return nil, 0, base, fmt.Errorf("embedded: %s no longer holds record %d: compaction dropped the journal before its oldest snapshot, which covers record %d; positions from %d on can be rebuilt (keep more snapshots to reach further back)", dir, upTo, oldest, oldest)
+	}
 	if errors.Is(err, journal.ErrDropped) {
 		why := "no snapshot covers them"
 		if len(damaged) > 0 {
@@ -138,26 +146,32 @@ type checkpointer struct {
 	dir       string
 	fsys      vfs.FS
 	cfg       state.Config
-	threshold int64
+	threshold int64 // journal bytes that trigger a snapshot, at least
+	keep      int   // snapshots kept on disk
 	logf      func(format string, args ...any)
 
-	mu      sync.Mutex
-	pending int64  // guarded by mu: journal bytes since the last snapshot
-	lastSeq uint64 // guarded by mu: the record the newest snapshot covers
-	running bool   // guarded by mu: a background checkpoint is in progress
-	err     error  // guarded by mu: the last checkpoint's error
+	mu       sync.Mutex
+	pending  int64  // guarded by mu: journal bytes since the last snapshot
+	lastSize int64  // guarded by mu: the size of the newest snapshot
+	lastSeq  uint64 // guarded by mu: the record the newest snapshot covers
+	running  bool   // guarded by mu: a background checkpoint is in progress
+	err      error  // guarded by mu: the last checkpoint's error
 
 	wg   sync.WaitGroup
 	work sync.Mutex // one checkpoint at a time
 }
 
-// synced counts bytes made durable and starts a checkpoint past the
-// threshold. It runs on the journal's commit goroutine, so it only starts
-// one.
+// synced counts bytes made durable and starts a checkpoint once they reach
+// the threshold or the size of the newest snapshot, whichever is larger
+// (Redis's rule for rewriting its append-only file): a state that holds
+// many jobs is not rewritten whole for every few megabytes of journal, so
+// the bytes written for snapshots stay proportional to the journal's, and
+// the journal kept beside a snapshot is never much larger than it. It runs
+// on the journal's commit goroutine, so it only starts one.
 func (c *checkpointer) synced(bytes int) {
 	c.mu.Lock()
 	c.pending += int64(bytes)
-	start := c.threshold > 0 && c.pending >= c.threshold && !c.running
+	start := c.threshold > 0 && c.pending >= max(c.threshold, c.lastSize) && !c.running
 	if start {
 		c.running = true
 		c.wg.Add(1)
@@ -227,7 +241,7 @@ func (c *checkpointer) checkpointClosed(st *state.State) (CheckpointStats, error
 }
 
 // write stores st, which covers journal records up to last, as a snapshot,
-// keeps the newest keepSnapshots and drops the segments before the oldest.
+// keeps the newest c.keep and drops the segments before the oldest.
 func (c *checkpointer) write(st *state.State, last uint64, began time.Time) (CheckpointStats, error) {
 	// Streamed: the encoding goes to the file in pieces, synced as it
 	// goes, so neither a body the size of the state is built in memory nor
@@ -247,18 +261,18 @@ func (c *checkpointer) write(st *state.State, last uint64, began time.Time) (Che
 		return CheckpointStats{}, c.fail(err)
 	}
 	c.mu.Lock()
-	c.lastSeq, c.pending, c.err = last, 0, nil
+	c.lastSeq, c.pending, c.lastSize, c.err = last, 0, size, nil
 	c.mu.Unlock()
-	if err := snapshot.Clean(c.fsys, c.dir, keepSnapshots); err != nil {
+	if err := snapshot.Clean(c.fsys, c.dir, c.keep); err != nil {
 		return CheckpointStats{}, c.fail(err)
 	}
 	infos, err := snapshot.List(c.fsys, c.dir)
 	if err != nil {
 		return CheckpointStats{}, c.fail(err)
 	}
-	if len(infos) >= keepSnapshots {
+	if len(infos) >= c.keep {
 		// Keep every record after the oldest kept snapshot: it is the
-		// fallback if the newest one is ever damaged.
+		// fallback if a newer one is ever damaged.
 		if _, err := c.s.j.Rotate(); err != nil {
 			return CheckpointStats{}, c.fail(err)
 		}

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,11 +25,18 @@ const memDir = "/data"
 // snapshots (the tests call Checkpoint).
 func openMem(t testing.TB, fsys vfs.FS, now int64) (*Store, error) {
 	t.Helper()
+	return openMemKeep(t, fsys, now, 0)
+}
+
+// openMemKeep is openMem keeping keep snapshots (0: the default).
+func openMemKeep(t testing.TB, fsys vfs.FS, now int64, keep int) (*Store, error) {
+	t.Helper()
 	return Open(memDir, Options{
 		Journal:       journal.Options{FS: fsys, SegmentSize: 2 << 10, NoPreallocate: true},
 		State:         state.Config{Circuit: testCircuit},
 		Now:           now,
 		SnapshotBytes: -1,
+		KeepSnapshots: keep,
 	})
 }
 
@@ -83,8 +91,8 @@ func TestCheckpointDropsSegmentsAndReopens(t *testing.T) {
 	live := mustDump(t, s)
 	segs := s.j.Segments()
 	infos, _ := snapshot.List(fsys, memDir)
-	if len(infos) != keepSnapshots {
-		t.Fatalf("%d snapshots kept, want %d", len(infos), keepSnapshots)
+	if len(infos) != DefaultKeepSnapshots {
+		t.Fatalf("%d snapshots kept, want %d", len(infos), DefaultKeepSnapshots)
 	}
 	if segs[0].FirstSeq > infos[len(infos)-1].Seq+1 {
 		t.Fatalf("journal starts at %d but the older snapshot covers only up to %d", segs[0].FirstSeq, infos[1].Seq)
@@ -103,12 +111,13 @@ func TestCheckpointDropsSegmentsAndReopens(t *testing.T) {
 	}
 }
 
-// TestCorruptSnapshotFallsBack: a damaged newest snapshot is detected by its
-// checksum and the older one plus the journal gives the same state; with
-// every snapshot damaged and the journal dropped, Open refuses clearly.
+// TestCorruptSnapshotFallsBack: with two snapshots kept, a damaged newest
+// snapshot is detected by its checksum and the older one plus the journal
+// gives the same state; with every snapshot damaged and the journal
+// dropped, Open refuses clearly.
 func TestCorruptSnapshotFallsBack(t *testing.T) {
 	fsys := vfs.NewMem()
-	s, err := openMem(t, fsys, 1000)
+	s, err := openMemKeep(t, fsys, 1000, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +143,7 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 				b = b[:len(b)-3]
 			}
 			clone.WriteFile(infos[0].Path, b)
-			s2, err := openMem(t, clone, 1000)
+			s2, err := openMemKeep(t, clone, 1000, 2)
 			if err != nil {
 				t.Fatalf("open with a damaged newest snapshot: %v", err)
 			}
@@ -151,11 +160,70 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 			b[20] ^= 1
 			clone.WriteFile(in.Path, b)
 		}
-		_, err := openMem(t, clone, 1000)
+		_, err := openMemKeep(t, clone, 1000, 2)
 		if err == nil || !errors.Is(err, journal.ErrDropped) || !strings.Contains(err.Error(), "damaged") {
 			t.Fatalf("open with every snapshot damaged: %v", err)
 		}
 	})
+}
+
+// TestCorruptSnapshotRefusedWithOneKept: with the default of one snapshot
+// kept, a damaged snapshot is never loaded and Open says why and what to
+// do, whatever the damage.
+func TestCorruptSnapshotRefusedWithOneKept(t *testing.T) {
+	fsys := vfs.NewMem()
+	s, err := openMem(t, fsys, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2 {
+		workload(t, s, rng, 1000, 50)
+		if _, err := s.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	workload(t, s, rng, 1000, 10)
+	s.j.Close()
+	infos, _ := snapshot.List(fsys, memDir)
+	if len(infos) != 1 {
+		t.Fatalf("%d snapshots on disk, want 1", len(infos))
+	}
+	good, _ := fsys.ReadFile(infos[0].Path)
+	for i := 0; i < len(good); i += 1 + len(good)/50 {
+		clone := fsys.CrashClone(nil)
+		b := bytes.Clone(good)
+		b[i] ^= 0x04
+		clone.WriteFile(infos[0].Path, b)
+		_, err := openMem(t, clone, 1000)
+		if err == nil || !errors.Is(err, journal.ErrDropped) || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "backup") {
+			t.Fatalf("byte %d flipped: open = %v", i, err)
+		}
+	}
+}
+
+// TestSnapshotTriggerGrowsWithSnapshot: a background snapshot starts once
+// the journal has grown by the threshold or by the newest snapshot's size,
+// whichever is larger.
+func TestSnapshotTriggerGrowsWithSnapshot(t *testing.T) {
+	c := &checkpointer{threshold: 100, lastSize: 1000}
+	c.synced(500)
+	if c.running || c.pending != 500 {
+		t.Fatalf("started at 500 journal bytes with a 1000-byte snapshot: running %v", c.running)
+	}
+	c.mu.Lock()
+	c.lastSize = 10 // below the threshold: the threshold rules
+	c.pending = 0
+	c.mu.Unlock()
+	c.synced(99)
+	if c.running {
+		t.Fatal("started below the threshold")
+	}
+	off := &checkpointer{threshold: 0}
+	off.synced(1 << 30)
+	if off.running {
+		t.Fatal("started with snapshots off")
+	}
 }
 
 // TestCrashAtEveryStepOfCheckpoint fails, then crashes, at every filesystem
@@ -207,10 +275,27 @@ func TestCrashAtEveryStepOfCheckpoint(t *testing.T) {
 	}
 }
 
-// TestStateAtTimeTravel rebuilds past states from snapshot + journal.
+// TestStateAtTimeTravel rebuilds past states from snapshot + journal, back
+// to the oldest kept snapshot; a position before it is refused with a
+// reason.
 func TestStateAtTimeTravel(t *testing.T) {
+	for _, keep := range []int{3, 1} {
+		t.Run(fmt.Sprint("keep ", keep), func(t *testing.T) { testStateAtTimeTravel(t, keep) })
+	}
+}
+
+func testStateAtTimeTravel(t *testing.T, keep int) {
 	dir := t.TempDir()
-	s := openStore(t, dir, 1000)
+	s, err := Open(dir, Options{
+		Journal:       journal.Options{SegmentSize: 4 << 10, NoPreallocate: true},
+		SnapshotBytes: -1,
+		KeepSnapshots: keep,
+		State:         state.Config{Circuit: testCircuit},
+		Now:           1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	var seqs []uint64
 	for i := range 5 {
@@ -225,9 +310,16 @@ func TestStateAtTimeTravel(t *testing.T) {
 			}
 		}
 	}
-	s.Close()
+	s.Close() // no snapshot at Close: SnapshotBytes < 0
 	for i, seq := range seqs {
 		st, last, err := StateAt(nil, dir, state.Config{Circuit: testCircuit}, journal.Options{}, seq)
+		if keep == 1 && i < 2 {
+			// Compaction dropped what came before the one snapshot kept.
+			if err == nil || !strings.Contains(err.Error(), "compaction") {
+				t.Fatalf("at %d, before the only snapshot: %v", seq, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("at %d: %v", seq, err)
 		}

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,9 +51,13 @@ type Options struct {
 	// attempts interrupted by a crash; required.
 	Now int64
 	// SnapshotBytes: a snapshot is written in the background once the
-	// journal has grown by this many bytes since the last one, and at Close.
-	// 0 means DefaultSnapshotBytes; < 0 turns snapshots off.
+	// journal has grown since the last one by this many bytes or by the
+	// last one's size, whichever is larger, and at Close. 0 means
+	// DefaultSnapshotBytes; < 0 turns snapshots off.
 	SnapshotBytes int64
+	// KeepSnapshots is how many snapshots stay on disk, with the journal
+	// from the oldest of them on; 0 means DefaultKeepSnapshots.
+	KeepSnapshots int
 	// Retention says how long finished jobs are kept; nil keeps them
 	// forever. Expire applies it.
 	Retention *state.Retention
@@ -82,7 +87,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts.Journal.FS = vfs.OS{}
 	}
 	fsys := opts.Journal.FS
-	ck := &checkpointer{dir: dir, fsys: fsys, cfg: opts.State, logf: opts.Logf}
+	ck := &checkpointer{dir: dir, fsys: fsys, cfg: opts.State, logf: opts.Logf, keep: opts.KeepSnapshots}
+	if ck.keep <= 0 {
+		ck.keep = DefaultKeepSnapshots
+	}
 	switch {
 	case opts.SnapshotBytes == 0:
 		ck.threshold = DefaultSnapshotBytes
@@ -101,7 +109,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	// A crash may have left a half-written snapshot behind: never read it.
-	if err := snapshot.Clean(fsys, dir, keepSnapshots); err != nil {
+	// No complete snapshot is removed here: if the newest is damaged, an
+	// older one (and the journal after it) may still be there to use.
+	if err := snapshot.Clean(fsys, dir, math.MaxInt); err != nil {
 		j.Close()
 		return nil, err
 	}
@@ -117,6 +127,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{st: st, j: j, ckpt: ck, retention: opts.Retention}
 	ck.s = s
 	ck.lastSeq = base.Seq
+	if base.Path != "" {
+		if fi, err := fsys.Stat(base.Path); err == nil {
+			ck.lastSize = fi.Size()
+		}
+	}
 	var orphans []state.Op
 	for _, id := range st.Running() {
 		orphans = append(orphans, st.Orphan(id, opts.Now))
