@@ -82,31 +82,39 @@ func (r *jobRow) facts() state.Facts {
 
 // apply is state.State.Apply of op to r and its target's breaker *br, for
 // the ops a claim, an outcome or a rescue makes (start, defer, and the
-// outcome ops). node is the node that starts the attempt of an OpStart.
-func apply(r *jobRow, br *retry.Breaker, c retry.Circuit, op *state.Op, node string) {
+// outcome ops). node is the node that starts the attempt of an OpStart. A
+// nil br leaves the breaker to the caller; apply reports whether op feeds
+// the breaker (state.BreakerAfter), which it does when it starts an attempt
+// or ends an open one.
+func apply(r *jobRow, br *retry.Breaker, c retry.Circuit, op *state.Op, node string) (feedsBreaker bool) {
 	switch op.Kind {
 	case state.OpStart:
-		*br = state.BreakerAfter(*br, c, op)
+		if br != nil {
+			*br = state.BreakerAfter(*br, c, op)
+		}
 		r.st = state.Running
 		r.started++
 		r.node = node
 		r.hist = addAttempt(r.hist, attempt{N: op.Attempt, StartedAt: op.At, Node: node})
+		return true
 	case state.OpDefer:
 		r.due = op.Due
 	case state.OpSucceed, state.OpFail, state.OpRetry:
 		if op.Attempt == 0 {
 			// Only admission fails a job outside an attempt.
 			r.st, r.finishedAt, r.reason = state.Failed, op.At, op.Error
-			return
+			return false
 		}
 		a := r.open(op.Attempt)
 		if a == nil {
-			return
+			return false
 		}
-		*br = state.BreakerAfter(*br, c, op)
+		if br != nil {
+			*br = state.BreakerAfter(*br, c, op)
+		}
 		a.Ended, a.EndedAt, a.Class, a.Error, a.Output = true, op.At, op.Class, op.Error, op.Output
 		if r.st != state.Running || op.Attempt != r.started {
-			return
+			return true
 		}
 		switch op.Kind {
 		case state.OpSucceed:
@@ -121,7 +129,9 @@ func apply(r *jobRow, br *retry.Breaker, c retry.Circuit, op *state.Op, node str
 			r.due = op.Due
 			r.st = state.Pending
 		}
+		return true
 	}
+	return false
 }
 
 // addAttempt appends a to the history, dropping the oldest beyond

@@ -2,12 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
 )
 
 // Finish implements store.Store: in one transaction it records the outcomes
@@ -26,6 +28,16 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	for i := range outs {
 		rs[i] = rnd()
 	}
+	// The facts each outcome is decided on, if its attempt was claimed by
+	// this node (see flight); nil for the others.
+	fls := make([]*flight, len(outs))
+	s.mu.Lock()
+	for i, o := range outs {
+		if f, ok := s.inflight[o.ID]; ok && f.attempt == o.Attempt {
+			fls[i] = &f
+		}
+	}
+	s.mu.Unlock()
 	gen := s.dueGen()
 	var (
 		fenced   []store.Outcome
@@ -38,7 +50,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			brs = make(map[string]*breakerRow)
 		)
 		res = claimResult{}
-		fenced, requeued, err = s.settleTx(ctx, tx, now, rs, outs, brs)
+		fenced, requeued, err = s.settleTx(ctx, tx, now, rs, outs, fls, brs)
 		if err != nil || lim.Max <= 0 {
 			return err
 		}
@@ -69,51 +81,175 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	return res.claims, nil
 }
 
-// settleTx records outcomes in tx (rs holds one random draw per outcome)
-// and returns the fenced-off ones and whether a job became pending again.
-// The breakers it reads (and writes) are added to brs.
-func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32, outs []store.Outcome, brs map[string]*breakerRow) (fenced []store.Outcome, requeued bool, err error) {
+// settleTx records outcomes in tx (rs holds one random draw per outcome,
+// fls the flight of each outcome's attempt where this node claimed it) and
+// returns the fenced-off ones and whether a job became pending again. The
+// breakers it reads (and writes) are added to brs.
+//
+// An outcome with a flight is decided on the flight's facts and recorded
+// by one UPDATE for all of them that requires each row to still be this
+// node's running attempt (state running, started = the attempt, node =
+// this node): no row is read first. The others, and those whose row was no
+// longer in that state (cancelled while it ran, or rescued), are decided
+// on their rows, read FOR UPDATE, as before. The breakers then take the
+// recorded outcomes in the batch's order, as the embedded store applies
+// them.
+func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32, outs []store.Outcome, fls []*flight, brs map[string]*breakerRow) (fenced []store.Outcome, requeued bool, err error) {
 	if len(outs) == 0 {
 		return nil, false, nil
 	}
-	ids := make([]int64, len(outs))
-	for i := range outs {
-		ids[i] = int64(outs[i].ID)
-	}
-	rows, err := queryRows(ctx, tx, "SELECT "+jobColsNoPayload+" FROM runlog_jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
+	c := s.opts.Circuit
+	// What each outcome was decided to be, and its target, once recorded.
+	ops := make([]*state.Op, len(outs))
+	targets := make([]string, len(outs))
+	requeued, err = s.settleFast(ctx, tx, now, rs, outs, fls, ops, targets)
 	if err != nil {
 		return nil, false, err
 	}
-	byID := make(map[uint64]*jobRow, len(rows))
-	targets := make([]string, len(rows))
-	for i, r := range rows {
-		byID[r.id] = r
-		targets[i] = r.spec.Target
-	}
-	mayFail := make(map[string]bool)
-	for _, o := range outs {
-		if r := byID[o.ID]; r != nil && (!o.Class.Valid() || o.Class.BreakerFailed()) {
-			mayFail[r.spec.Target] = true
+	var slow []int // indexes of the outcomes not recorded yet
+	for i := range outs {
+		if ops[i] == nil {
+			slow = append(slow, i)
 		}
 	}
-	if err := s.loadBreakers(ctx, tx, targets, mayFail, brs); err != nil {
+	var rows []*jobRow
+	changed := make(map[*jobRow]bool)
+	if len(slow) > 0 {
+		ids := make([]int64, len(slow))
+		for n, i := range slow {
+			ids[n] = int64(outs[i].ID)
+		}
+		rows, err = queryRows(ctx, tx, "SELECT "+jobColsNoPayload+" FROM runlog_jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
+		if err != nil {
+			return nil, false, err
+		}
+		byID := make(map[uint64]*jobRow, len(rows))
+		for _, r := range rows {
+			byID[r.id] = r
+		}
+		for _, i := range slow {
+			o := outs[i]
+			r := byID[o.ID]
+			var a *attempt
+			if r != nil {
+				a = r.open(o.Attempt)
+			}
+			if a == nil || a.Node != s.opts.Node {
+				fenced = append(fenced, o)
+				continue
+			}
+			op := state.SettleJob(r.facts(), o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
+			if apply(r, nil, c, &op, "") {
+				ops[i], targets[i] = &op, r.spec.Target
+			}
+			changed[r] = true
+		}
+	}
+	// The breakers, in the batch's order: only those of recorded outcomes.
+	mayFail := make(map[string]bool)
+	var ts []string
+	for i, op := range ops {
+		if op != nil {
+			ts = append(ts, targets[i])
+			if op.BreakerFailed || op.Class == 0 {
+				mayFail[targets[i]] = true
+			}
+		}
+	}
+	if err := s.loadBreakers(ctx, tx, ts, mayFail, brs); err != nil {
 		return nil, false, err
 	}
-	changed := make(map[*jobRow]bool)
-	for i, o := range outs {
-		r := byID[o.ID]
-		var a *attempt
-		if r != nil {
-			a = r.open(o.Attempt)
+	for i, op := range ops {
+		if op != nil {
+			br := brs[targets[i]]
+			br.b = state.BreakerAfter(br.b, c, op)
 		}
-		if a == nil || a.Node != s.opts.Node {
-			fenced = append(fenced, o)
+	}
+	slowRequeued, err := s.writeRows(ctx, tx, rows, changed, brs)
+	return fenced, requeued || slowRequeued, err
+}
+
+// settleFast records, with one UPDATE, the outcomes that have a flight,
+// decided on its facts, where the row is still this node's running attempt;
+// it sets ops[i] and targets[i] of each recorded outcome and reports
+// whether one made its job pending again (a retry), in which case it
+// NOTIFYs the nodes.
+func (s *Store) settleFast(ctx context.Context, tx pgx.Tx, now int64, rs []uint32, outs []store.Outcome, fls []*flight, ops []*state.Op, targets []string) (requeued bool, err error) {
+	var (
+		idx                        []int
+		ids, ns, due, finished     []int64
+		states                     []int16
+		fails                      []int32
+		lastErrs, reasons, patches []string
+		decided                    = make(map[uint64]*state.Op)
+	)
+	for i, o := range outs {
+		f := fls[i]
+		if f == nil {
 			continue
 		}
-		op := state.SettleJob(r.facts(), o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
-		apply(r, &brs[r.spec.Target].b, s.opts.Circuit, &op, "")
-		changed[r] = true
+		if _, dup := decided[o.ID]; dup {
+			continue // a second outcome of one attempt: decided on the row
+		}
+		// The row as the flight knows it: running this attempt, which is
+		// the latest in its history. apply gives the row's new columns and
+		// the attempt's end.
+		r := &jobRow{st: state.Running, started: o.Attempt, node: s.opts.Node, hist: []attempt{{N: o.Attempt, Node: s.opts.Node}}}
+		r.id, r.spec.Policy, r.due, r.firstDue, r.fails, r.lastError = o.ID, f.facts.Policy, f.facts.Due, f.facts.FirstDue, f.facts.Fails, f.facts.LastError
+		op := state.SettleJob(f.facts, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
+		apply(r, nil, s.opts.Circuit, &op, "")
+		a := r.hist[0]
+		patch, err := json.Marshal(attemptEnd{EndedAt: a.EndedAt, Class: a.Class, Ended: a.Ended, Error: a.Error, Output: a.Output})
+		if err != nil {
+			return false, err
+		}
+		decided[o.ID] = &op
+		idx = append(idx, i)
+		ids, ns = append(ids, int64(o.ID)), append(ns, int64(o.Attempt))
+		due, finished = append(due, r.due), append(finished, r.finishedAt)
+		states, fails = append(states, int16(r.st)), append(fails, int32(r.fails))
+		lastErrs, reasons, patches = append(lastErrs, r.lastError), append(reasons, r.reason), append(patches, string(patch))
 	}
-	requeued, err = s.writeRows(ctx, tx, rows, changed, brs)
-	return fenced, requeued, err
+	if len(ids) == 0 {
+		return false, nil
+	}
+	rows, err := tx.Query(ctx, `UPDATE runlog_jobs j SET state = u.state, due = u.due, finished_at = u.finished, fails = u.fails,
+			last_error = u.last_error, reason = u.reason, lease_until = NULL,
+			history = jsonb_set(j.history, '{-1}', (j.history -> -1) || u.patch::jsonb)
+		FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::bigint[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::text[])
+			AS u(id, n, state, due, finished, fails, last_error, reason, patch)
+		WHERE j.id = u.id AND j.state = 1 AND j.started = u.n AND j.node = $10
+		RETURNING j.id`, ids, ns, states, due, finished, fails, lastErrs, reasons, patches, s.opts.Node)
+	if err != nil {
+		return false, err
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return false, err
+	}
+	recorded := make(map[int64]bool, len(done))
+	for _, id := range done {
+		recorded[id] = true
+	}
+	for n, i := range idx {
+		if recorded[ids[n]] {
+			ops[i], targets[i] = decided[outs[i].ID], fls[i].target
+			requeued = requeued || states[n] == int16(state.Pending)
+		}
+	}
+	if requeued {
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", chanWake)
+	}
+	return requeued, err
+}
+
+// attemptEnd is how an attempt's end changes its entry in the history
+// column: the fields of attempt that an end sets, under the same JSON
+// names, merged into the entry (jsonb ||).
+type attemptEnd struct {
+	EndedAt int64       `json:"e,omitempty"`
+	Class   retry.Class `json:"c,omitempty"`
+	Ended   bool        `json:"d,omitempty"`
+	Error   string      `json:"err,omitempty"`
+	Output  []byte      `json:"out,omitempty"`
 }

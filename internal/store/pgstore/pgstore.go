@@ -12,11 +12,13 @@
 //
 // # Decisions
 //
-// Every decision is the one the embedded store makes (the same retry
-// functions, mirrored in decide.go): a claim selects due jobs with
-// SELECT … FOR UPDATE SKIP LOCKED in (due time, id) order, locks their
-// targets' breakers, and starts, defers or fails each in one transaction; an
-// outcome updates the job and its breaker in one transaction.
+// Every decision is the one the embedded store makes, by the same code (the
+// per-job decisions of package state, on a row's facts): a claim selects
+// due jobs with SELECT … FOR UPDATE SKIP LOCKED in (due time, id) order,
+// locks their targets' breakers, and starts, defers or fails each in one
+// transaction; an outcome is decided on the facts the node kept since the
+// claim and recorded, with its breaker, in one transaction, by an UPDATE
+// that requires the row to still be the node's running attempt.
 //
 // # Nodes, leases and rescue
 //
@@ -25,7 +27,7 @@
 // renews every Heartbeat for the attempts it has claimed and not finished.
 // Every node runs a rescuer (every RescueEvery) that requeues the attempts
 // whose lease expired as failed attempts (the seed's orphan rule: one
-// failure, one breaker failure). An outcome is recorded only if its attempt
+// failure of the job, none of its target). An outcome is recorded only if its attempt
 // is still open and was started by the reporting node (fencing): a node
 // presumed dead cannot settle an attempt that was rescued; its outcome is
 // logged and dropped.
@@ -174,10 +176,22 @@ type Store struct {
 	hbConn *pgx.Conn // the heartbeat's connection: only the heartbeat loop, then Close, use it
 
 	mu       sync.Mutex
-	closed   bool                // guarded by mu
-	notify   store.Notify        // guarded by mu
-	inflight map[uint64]struct{} // guarded by mu: attempts claimed here and not finished
-	due      dueCache            // guarded by mu
+	closed   bool              // guarded by mu
+	notify   store.Notify      // guarded by mu
+	inflight map[uint64]flight // guarded by mu: attempts claimed here and not finished
+	due      dueCache          // guarded by mu
+}
+
+// flight is an attempt this node claimed and has not finished: what its
+// outcome is decided on. While the attempt runs (its row in state running,
+// started by this node, with this attempt as the latest), nothing else
+// changes these facts of the job: a cancel or a rescue moves the row out of
+// that state first. So an outcome is decided on them without reading the
+// row, and recorded by an UPDATE that requires the row to be in that state.
+type flight struct {
+	attempt uint32
+	target  string
+	facts   state.Facts
 }
 
 // dueCache caches the earliest due time among pending jobs, so that the
@@ -224,7 +238,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]struct{})}
+	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]flight)}
 	// A node that restarts under the same id (a stable Options.Node) takes
 	// back at once what its previous process left running, as the embedded
 	// store does at open, instead of waiting for the leases to expire.

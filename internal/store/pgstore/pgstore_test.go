@@ -580,3 +580,62 @@ func TestExpire(t *testing.T) {
 		t.Fatalf("enqueue after retention: %+v %v", res, err)
 	}
 }
+
+// TestFencingStaleFlight: a node whose attempt was rescued (its lease ran
+// out on the database clock while it still held the attempt, as a paused
+// node does) and handed to another node reports its outcome decided on the
+// facts it kept since the claim: the outcome is fenced off by the row's
+// state, and the other node's attempt and the rescue's record stand.
+func TestFencingStaleFlight(t *testing.T) {
+	ctx := context.Background()
+	a, url := openTest(t, Options{Node: "a", Lease: 2 * time.Hour, Heartbeat: time.Hour, RescueEvery: time.Hour})
+	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 1500 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
+	if _, err := a.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}, {Spec: spec, Due: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := a.Claim(ctx, 1000, store.Limits{Max: 2})
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	stale, kept := cs[0], cs[1]
+	// The lease of the first attempt runs out; a still holds its flight.
+	if _, err := a.pool.Exec(ctx, "UPDATE runlog_jobs SET lease_until = now() - interval '1 second' WHERE id = $1", int64(stale.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Rescue(ctx); err != nil || n != 1 {
+		t.Fatalf("rescue: %d %v", n, err)
+	}
+	cs2, err := b.Claim(ctx, 2000, store.Limits{Max: 1})
+	if err != nil || len(cs2) != 1 || cs2[0].ID != stale.ID || cs2[0].Attempt != 2 {
+		t.Fatalf("claim on b: %v %v", cs2, err)
+	}
+	// a reports both: a failure of the rescued attempt (fenced) and a
+	// success of the attempt it still holds (recorded).
+	outs := []store.Outcome{
+		{ID: stale.ID, Attempt: 1, Class: retry.Retryable, AfterMS: -1, Error: "late"},
+		{ID: kept.ID, Attempt: 1, Class: retry.Success, AfterMS: -1},
+	}
+	if _, err := a.Finish(ctx, 2100, func() uint32 { return 0 }, outs, store.Limits{}); err != nil {
+		t.Fatalf("Finish with a fenced outcome must not fail: %v", err)
+	}
+	j, err := b.Job(ctx, stale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != state.Running || j.Fails != 1 || len(j.Attempts) != 2 || j.Attempts[1].Ended ||
+		!strings.Contains(j.Attempts[0].Error, "node a stopped renewing its lease") {
+		t.Fatalf("the rescued job after a's late outcome: %+v", j)
+	}
+	if j, _ := a.Job(ctx, kept.ID); j.State != state.Succeeded || j.FinishedAt != 2100 || !j.Attempts[0].Ended || j.Attempts[0].Class != retry.Success {
+		t.Fatalf("the job a still held: %+v", j)
+	}
+	// The fenced failure did not count against the breaker.
+	if ts, _ := b.Targets(ctx); len(ts) != 1 || len(ts[0].Breaker.Fails) != 0 {
+		t.Fatalf("breakers: %+v", ts)
+	}
+}
