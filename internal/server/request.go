@@ -79,15 +79,28 @@ type Policy struct {
 // error wraps ErrBadRequest and says which field to fix.
 func DecodeJobRequest(data []byte, p Policy) (runlog.JobRequest, error) {
 	var req JobRequest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return runlog.JobRequest{}, badRequest("the body is not a valid job request: %v", err)
+	if decodeFast(data, &req) {
+		return req.Resolve(p)
 	}
-	if dec.More() {
-		return runlog.JobRequest{}, badRequest("the body has data after the job object; send one JSON object")
+	req = JobRequest{}
+	if err := decodeStd(data, &req); err != nil {
+		return runlog.JobRequest{}, err
 	}
 	return req.Resolve(p)
+}
+
+// decodeStd decodes a job request with encoding/json: unknown fields and
+// data after the object are refused.
+func decodeStd(data []byte, req *JobRequest) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return badRequest("the body is not a valid job request: %v", err)
+	}
+	if dec.More() {
+		return badRequest("the body has data after the job object; send one JSON object")
+	}
+	return nil
 }
 
 // MaxBatch is the most jobs one POST /v1/jobs/batch may carry.

@@ -1,0 +1,90 @@
+package server
+
+import (
+	"reflect"
+	"testing"
+)
+
+// fastShapes are requests of the shapes clients send: the fast path takes
+// them.
+var fastShapes = []string{
+	`{"kind":"http","url":"https://example.com/hook"}`,
+	` { "kind" : "http" , "url" : "http://x/" } ` + "\n",
+	`{"kind":"http","url":"http://[::1]:8080/x","method":"patch","headers":{"A":"b","C":""},"body":"x","key":"k","run_at":"2030-01-02T03:04:05.123+02:00","timeout":"1.5s","retry":{"attempts":2,"base":"1ms","cap":"2ms","deadline":"1h"}}`,
+	`{"kind":"exec","command":"resize","args":["a","b"],"stdin":"in"}`,
+	`{"kind":"exec","command":"resize","args":[]}`,
+	`{"kind":"http","url":"http://x/","headers":{}}`,
+	`{"kind":"http","url":"http://x/","retry":{}}`,
+	`{"kind":"http","url":"http://x/","body":"héllo ✓"}`,
+	`{"kind":"http","retry":{"attempts":999999999}}`,
+	`{}`,
+	`{"kind":"http","url":"http://x/","body":"a\"b"}`,
+	`{"kind":"http","url":"http://x/","body":"{\"order\":42,\"note\":\"\u00e9\\n\/\t\b\f\r\u2713\"}"}`,
+}
+
+// slowShapes are the edges where the fast path must step aside for
+// encoding/json: escapes, other spellings, repeats, numbers it does not
+// read, nulls, unknown fields, trailing data, invalid JSON.
+var slowShapes = []string{
+	`{"kind":"http","url":"http://x/","body":"\ud83d\ude00"}`,
+	`{"kind":"http","url":"http://x/","body":"\ud83d"}`,
+	`{"kind":"http","url":"http://x/","body":"\u00e"}`,
+	`{"kind":"http","url":"http://x/","body":"\x"}`,
+	`{"kind":"http","url":"http://x/","body":"a\"` + "\xff" + `"}`,
+	`{"kind":"http","url":"http://x/","body":"` + "\xff" + `"}`,
+	`{"KIND":"http","url":"http://x/"}`,
+	`{"kind":"http","kind":"exec"}`,
+	`{"kind":"http","headers":{"a":"1","a":"2"}}`,
+	`{"kind":"http","retry":{"attempts":012}}`,
+	`{"kind":"http","retry":{"attempts":1e2}}`,
+	`{"kind":"http","retry":{"attempts":-1}}`,
+	`{"kind":"http","retry":{"attempts":1.0}}`,
+	`{"kind":"http","retry":{"attempts":1234567890}}`,
+	`{"kind":"http","retry":{"attempts":1,"attempts":2}}`,
+	`{"kind":"http","retry":null}`,
+	`{"kind":"http","headers":null}`,
+	`{"kind":"http","args":null}`,
+	`{"kind":"http","extra":1}`,
+	`{"kind":"http"}{}`, `{"kind":"http"} x`, `null`, `[]`, ``, `{`, `{"kind"}`, `{"kind":}`,
+	`{"kind":"http",}`, `{"kind":"http" "url":"x"}`, `{"args":["a",]}`, `{"headers":{"a":1}}`,
+	"{\"body\":\"a\tb\"}",
+}
+
+// FuzzDecodeFast: whenever the fast path accepts an input, encoding/json
+// (as the API uses it) accepts it too and decodes it to the same request;
+// so the fast path changes the speed of POST /v1/jobs and nothing else.
+func FuzzDecodeFast(f *testing.F) {
+	for _, s := range append(fastShapes, slowShapes...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast JobRequest
+		if !decodeFast(data, &fast) {
+			return
+		}
+		var std JobRequest
+		if err := decodeStd(data, &std); err != nil {
+			t.Fatalf("fast path accepted %q, encoding/json refuses it: %v", data, err)
+		}
+		if !reflect.DeepEqual(fast, std) {
+			t.Fatalf("%q:\nfast %#v\nstd  %#v", data, fast, std)
+		}
+	})
+}
+
+// TestDecodeFastTakesTheCommonShapes: the requests clients usually send do
+// take the fast path (else the fuzz test above would hold vacuously).
+func TestDecodeFastTakesTheCommonShapes(t *testing.T) {
+	for _, s := range fastShapes {
+		var req JobRequest
+		if !decodeFast([]byte(s), &req) {
+			t.Errorf("the fast path refused %s", s)
+		}
+	}
+	for _, s := range slowShapes {
+		var req JobRequest
+		if decodeFast([]byte(s), &req) {
+			t.Errorf("the fast path took %q, which needs encoding/json", s)
+		}
+	}
+}
