@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/runlog/runlog"
 )
@@ -56,36 +58,43 @@ type HTTPRequest struct {
 // allow-list of target hosts (empty allows every host). Errors wrap
 // ErrInvalid or ErrHostNotAllowed.
 func (r *HTTPRequest) Validate(allow []string) error {
+	_, err := r.Check(allow)
+	return err
+}
+
+// Check is Validate, and returns the job's target as HTTPTarget does, from
+// the one parse of the URL.
+func (r *HTTPRequest) Check(allow []string) (target string, err error) {
 	u, err := ParseURL(r.URL)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !HostAllowed(u, allow) {
-		return fmt.Errorf("%w: %q is not on the allow-list (--allow-host); ask the operator to add it", ErrHostNotAllowed, u.Host)
+		return "", fmt.Errorf("%w: %q is not on the allow-list (--allow-host); ask the operator to add it", ErrHostNotAllowed, u.Host)
 	}
 	if r.Method == "" {
 		r.Method = DefaultMethod
 	}
 	r.Method = strings.ToUpper(r.Method)
 	if !isToken(r.Method) {
-		return fmt.Errorf("%w: method %q is not a valid HTTP method", ErrInvalid, r.Method)
+		return "", fmt.Errorf("%w: method %q is not a valid HTTP method", ErrInvalid, r.Method)
 	}
 	if len(r.Headers) > maxHeaders {
-		return fmt.Errorf("%w: %d headers, at most %d are allowed", ErrInvalid, len(r.Headers), maxHeaders)
+		return "", fmt.Errorf("%w: %d headers, at most %d are allowed", ErrInvalid, len(r.Headers), maxHeaders)
 	}
 	for name, value := range r.Headers {
 		if !isToken(name) {
-			return fmt.Errorf("%w: header name %q is not a valid HTTP header name", ErrInvalid, name)
+			return "", fmt.Errorf("%w: header name %q is not a valid HTTP header name", ErrInvalid, name)
 		}
 		switch http.CanonicalHeaderKey(name) {
 		case HeaderJobID, HeaderAttempt:
-			return fmt.Errorf("%w: header %q is set by runlog on every delivery; remove it", ErrInvalid, name)
+			return "", fmt.Errorf("%w: header %q is set by runlog on every delivery; remove it", ErrInvalid, name)
 		}
 		if !validHeaderValue(value) {
-			return fmt.Errorf("%w: header %q has a control character in its value", ErrInvalid, name)
+			return "", fmt.Errorf("%w: header %q has a control character in its value", ErrInvalid, name)
 		}
 	}
-	return nil
+	return u.Scheme + "://" + hostPort(u), nil
 }
 
 // ParseURL parses an http job's URL and checks that it is an absolute http or
@@ -110,6 +119,95 @@ func ParseURL(raw string) (*url.URL, error) {
 		}
 	}
 	return u, nil
+}
+
+// AppendJSON appends r encoded as encoding/json encodes it with HTML
+// escaping off (the payload of an http job), without reflection: the
+// server encodes one per POST /v1/jobs.
+func (r *HTTPRequest) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"url":`...)
+	dst = appendJSONString(dst, r.URL)
+	if r.Method != "" {
+		dst = append(dst, `,"method":`...)
+		dst = appendJSONString(dst, r.Method)
+	}
+	if len(r.Headers) > 0 {
+		dst = append(dst, `,"headers":{`...)
+		names := make([]string, 0, len(r.Headers))
+		for k := range r.Headers {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for i, k := range names {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			dst = appendJSONString(dst, r.Headers[k])
+		}
+		dst = append(dst, '}')
+	}
+	if r.Body != "" {
+		dst = append(dst, `,"body":`...)
+		dst = appendJSONString(dst, r.Body)
+	}
+	return append(dst, '}')
+}
+
+// appendJSONString appends s as a JSON string the way encoding/json does
+// with HTML escaping off: invalid UTF-8 becomes U+FFFD, and U+2028 and
+// U+2029 are escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // HTTPTarget returns the breaker key of an http job: the URL's

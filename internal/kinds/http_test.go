@@ -1,6 +1,8 @@
 package kinds
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -169,5 +171,41 @@ func TestNewClientDoesNotFollowRedirects(t *testing.T) {
 	}
 	if c.Timeout != 0 {
 		t.Error("the attempt's context bounds a delivery; the client must not add its own timeout")
+	}
+}
+
+// FuzzAppendJSON: the hand-written payload encoder gives encoding/json's
+// bytes (HTML escaping off) for any request, valid UTF-8 or not.
+func FuzzAppendJSON(f *testing.F) {
+	f.Add("http://x/", "POST", "A", "b", "body")
+	f.Add("http://x/\u2028", "", "", "", "")
+	f.Add("\x00\x1f\"\\<>&\u007f\u2029", "get", "k\xff", "\b\f\n\r\t", "\xe2\x28\xa1")
+	f.Fuzz(func(t *testing.T, url, method, hk, hv, body string) {
+		r := HTTPRequest{URL: url, Method: method, Body: body}
+		if hk != "" {
+			r.Headers = map[string]string{hk: hv, hk + "2": body}
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(r); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(r.AppendJSON(nil)) + "\n"; got != want.String() {
+			t.Fatalf("AppendJSON:\ngot  %s\nwant %s", got, want.String())
+		}
+	})
+}
+
+// TestCheckTargetIsHTTPTarget: Check returns HTTPTarget's answer from its
+// one parse.
+func TestCheckTargetIsHTTPTarget(t *testing.T) {
+	for _, u := range []string{"http://x/", "https://Example.com/a", "http://[::1]:8080/x", "https://h:8443"} {
+		r := HTTPRequest{URL: u}
+		got, err := r.Check(nil)
+		want, werr := HTTPTarget(u)
+		if err != nil || werr != nil || got != want {
+			t.Fatalf("%s: Check %q %v, HTTPTarget %q %v", u, got, err, want, werr)
+		}
 	}
 }

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -85,6 +88,31 @@ func TestDecodeFastTakesTheCommonShapes(t *testing.T) {
 		var req JobRequest
 		if decodeFast([]byte(s), &req) {
 			t.Errorf("the fast path took %q, which needs encoding/json", s)
+		}
+	}
+}
+
+// TestWriteCreatedMatchesWriteJSON: the hand-built answer of POST /v1/jobs
+// is byte for byte writeJSON's, with the same headers.
+func TestWriteCreatedMatchesWriteJSON(t *testing.T) {
+	for _, c := range []struct {
+		id       uint64
+		existing bool
+	}{{1, false}, {18446744073709551615, true}, {42, true}} {
+		want := httptest.NewRecorder()
+		writeJSON(want, http.StatusCreated, Created{ID: c.id, Existing: c.existing})
+		got := httptest.NewRecorder()
+		writeCreated(got, http.StatusCreated, c.id, c.existing)
+		if got.Body.String() != want.Body.String() || got.Code != want.Code {
+			t.Fatalf("%+v: got %d %q, want %d %q", c, got.Code, got.Body, want.Code, want.Body)
+		}
+		for _, h := range []string{"Content-Type", "Content-Length"} {
+			if got.Header().Get(h) != want.Header().Get(h) {
+				t.Fatalf("%s: got %q, want %q", h, got.Header().Get(h), want.Header().Get(h))
+			}
+		}
+		if loc := got.Header().Get("Location"); loc != "/v1/jobs/"+strconv.FormatUint(c.id, 10) {
+			t.Fatalf("Location %q", loc)
 		}
 	}
 }

@@ -152,13 +152,10 @@ func (req *JobRequest) Resolve(p Policy) (runlog.JobRequest, error) {
 			return out, badRequest("command, args and stdin belong to exec jobs, not http jobs")
 		}
 		hr := kinds.HTTPRequest{URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body}
-		if err := hr.Validate(p.AllowHosts); err != nil {
+		if out.Target, err = hr.Check(p.AllowHosts); err != nil {
 			return out, invalid(err)
 		}
-		if out.Target, err = kinds.HTTPTarget(hr.URL); err != nil {
-			return out, invalid(err)
-		}
-		out.Payload, err = marshal(hr)
+		out.Payload = hr.AppendJSON(make([]byte, 0, 64+len(hr.URL)+len(hr.Body)))
 	case kinds.KindExec:
 		if req.URL != "" || req.Method != "" || req.Headers != nil || req.Body != "" {
 			return out, badRequest("url, method, headers and body belong to http jobs, not exec jobs")
