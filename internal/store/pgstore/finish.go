@@ -50,11 +50,37 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			brs = make(map[string]*breakerRow)
 		)
 		res = claimResult{}
-		fenced, requeued, err = s.settleTx(ctx, tx, now, rs, outs, fls, brs)
+		// One round trip: the outcomes that have a flight, every breaker
+		// that is not the zero one, and the claim's first due rows (which
+		// see this transaction's retries, queued before them).
+		var (
+			b       pgx.Batch
+			nonZero map[string]retry.Breaker
+			due     []*jobRow
+		)
+		fast, err := s.queueSettleFast(&b, now, rs, outs, fls)
+		if err != nil {
+			return err
+		}
+		queueNonZeroBreakers(&b, &nonZero)
+		if lim.Max > 0 {
+			queueDue(&b, now, lim.Max, &due)
+		}
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return err
+		}
+		var slowRecorded bool
+		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero)
 		if err != nil || lim.Max <= 0 {
 			return err
 		}
-		res, err = s.claimTx(ctx, tx, now, lim, brs)
+		pre := &due
+		if slowRecorded {
+			// An outcome recorded after the due rows were read may have
+			// made its job due: read them again.
+			pre = nil
+		}
+		res, err = s.claimTx(ctx, tx, now, lim, brs, nonZero, pre)
 		return err
 	})
 	s.mu.Lock()
@@ -94,18 +120,15 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 // on their rows, read FOR UPDATE, as before. The breakers then take the
 // recorded outcomes in the batch's order, as the embedded store applies
 // them.
-func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32, outs []store.Outcome, fls []*flight, brs map[string]*breakerRow) (fenced []store.Outcome, requeued bool, err error) {
+func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32, outs []store.Outcome, fls []*flight, fast *fastSettle, brs map[string]*breakerRow, nonZero map[string]retry.Breaker) (fenced []store.Outcome, requeued, slowRecorded bool, err error) {
 	if len(outs) == 0 {
-		return nil, false, nil
+		return nil, false, false, nil
 	}
 	c := s.opts.Circuit
 	// What each outcome was decided to be, and its target, once recorded.
 	ops := make([]*state.Op, len(outs))
 	targets := make([]string, len(outs))
-	requeued, err = s.settleFast(ctx, tx, now, rs, outs, fls, ops, targets)
-	if err != nil {
-		return nil, false, err
-	}
+	requeued = fast.results(outs, ops, targets, fls)
 	var slow []int // indexes of the outcomes not recorded yet
 	for i := range outs {
 		if ops[i] == nil {
@@ -121,7 +144,7 @@ func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32,
 		}
 		rows, err = queryRows(ctx, tx, "SELECT "+jobColsNoPayload+" FROM runlog_jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		byID := make(map[uint64]*jobRow, len(rows))
 		for _, r := range rows {
@@ -143,6 +166,7 @@ func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32,
 				ops[i], targets[i] = &op, r.spec.Target
 			}
 			changed[r] = true
+			slowRecorded = true
 		}
 	}
 	// The breakers, in the batch's order: only those of recorded outcomes.
@@ -156,8 +180,8 @@ func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32,
 			}
 		}
 	}
-	if err := s.loadBreakers(ctx, tx, ts, mayFail, brs); err != nil {
-		return nil, false, err
+	if err := s.loadBreakers(ctx, tx, ts, mayFail, brs, nonZero); err != nil {
+		return nil, false, false, err
 	}
 	for i, op := range ops {
 		if op != nil {
@@ -166,81 +190,91 @@ func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32,
 		}
 	}
 	slowRequeued, err := s.writeRows(ctx, tx, rows, changed, brs)
-	return fenced, requeued || slowRequeued, err
+	return fenced, requeued || slowRequeued, slowRecorded, err
 }
 
-// settleFast records, with one UPDATE, the outcomes that have a flight,
-// decided on its facts, where the row is still this node's running attempt;
-// it sets ops[i] and targets[i] of each recorded outcome and reports
-// whether one made its job pending again (a retry), in which case it
-// NOTIFYs the nodes.
-func (s *Store) settleFast(ctx context.Context, tx pgx.Tx, now int64, rs []uint32, outs []store.Outcome, fls []*flight, ops []*state.Op, targets []string) (requeued bool, err error) {
+// fastSettle is the UPDATE of the outcomes that have a flight, queued in a
+// batch (queueSettleFast), and what it recorded once the batch ran.
+type fastSettle struct {
+	idx      []int       // the outcomes it holds
+	ops      []*state.Op // their decisions
+	retry    []bool      // whether each makes its job pending again
+	recorded map[int64]bool
+}
+
+// queueSettleFast decides, on their flights' facts, the outcomes that have
+// a flight (the first outcome of each attempt) and queues in b one UPDATE
+// that records them where the row is still this node's running attempt,
+// and a NOTIFY if one is a retry (its job may be due again).
+func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []store.Outcome, fls []*flight) (*fastSettle, error) {
 	var (
-		idx                        []int
+		f                          = &fastSettle{recorded: make(map[int64]bool)}
 		ids, ns, due, finished     []int64
 		states                     []int16
 		fails                      []int32
 		lastErrs, reasons, patches []string
-		decided                    = make(map[uint64]*state.Op)
+		seen                       = make(map[uint64]bool)
+		requeue                    bool
 	)
 	for i, o := range outs {
-		f := fls[i]
-		if f == nil {
-			continue
+		fl := fls[i]
+		if fl == nil || seen[o.ID] {
+			continue // a second outcome of one job is decided on the row
 		}
-		if _, dup := decided[o.ID]; dup {
-			continue // a second outcome of one attempt: decided on the row
-		}
+		seen[o.ID] = true
 		// The row as the flight knows it: running this attempt, which is
 		// the latest in its history. apply gives the row's new columns and
 		// the attempt's end.
 		r := &jobRow{st: state.Running, started: o.Attempt, node: s.opts.Node, hist: []attempt{{N: o.Attempt, Node: s.opts.Node}}}
-		r.id, r.spec.Policy, r.due, r.firstDue, r.fails, r.lastError = o.ID, f.facts.Policy, f.facts.Due, f.facts.FirstDue, f.facts.Fails, f.facts.LastError
-		op := state.SettleJob(f.facts, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
+		r.id, r.spec.Policy, r.due, r.firstDue, r.fails, r.lastError = o.ID, fl.facts.Policy, fl.facts.Due, fl.facts.FirstDue, fl.facts.Fails, fl.facts.LastError
+		op := state.SettleJob(fl.facts, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
 		apply(r, nil, s.opts.Circuit, &op, "")
 		a := r.hist[0]
 		patch, err := json.Marshal(attemptEnd{EndedAt: a.EndedAt, Class: a.Class, Ended: a.Ended, Error: a.Error, Output: a.Output})
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		decided[o.ID] = &op
-		idx = append(idx, i)
+		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.st == state.Pending)
+		requeue = requeue || r.st == state.Pending
 		ids, ns = append(ids, int64(o.ID)), append(ns, int64(o.Attempt))
 		due, finished = append(due, r.due), append(finished, r.finishedAt)
 		states, fails = append(states, int16(r.st)), append(fails, int32(r.fails))
 		lastErrs, reasons, patches = append(lastErrs, r.lastError), append(reasons, r.reason), append(patches, string(patch))
 	}
 	if len(ids) == 0 {
-		return false, nil
+		return f, nil
 	}
-	rows, err := tx.Query(ctx, `UPDATE runlog_jobs j SET state = u.state, due = u.due, finished_at = u.finished, fails = u.fails,
+	b.Queue(`UPDATE runlog_jobs j SET state = u.state, due = u.due, finished_at = u.finished, fails = u.fails,
 			last_error = u.last_error, reason = u.reason, lease_until = NULL,
 			history = jsonb_set(j.history, '{-1}', (j.history -> -1) || u.patch::jsonb)
 		FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::bigint[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::text[])
 			AS u(id, n, state, due, finished, fails, last_error, reason, patch)
 		WHERE j.id = u.id AND j.state = 1 AND j.started = u.n AND j.node = $10
-		RETURNING j.id`, ids, ns, states, due, finished, fails, lastErrs, reasons, patches, s.opts.Node)
-	if err != nil {
-		return false, err
+		RETURNING j.id`, ids, ns, states, due, finished, fails, lastErrs, reasons, patches, s.opts.Node).Query(func(rows pgx.Rows) error {
+		done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		for _, id := range done {
+			f.recorded[id] = true
+		}
+		return err
+	})
+	if requeue {
+		// Sent whether or not the retry is recorded: a spare wake-up
+		// costs the nodes one look.
+		b.Queue("SELECT pg_notify($1, '')", chanWake)
 	}
-	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return false, err
-	}
-	recorded := make(map[int64]bool, len(done))
-	for _, id := range done {
-		recorded[id] = true
-	}
-	for n, i := range idx {
-		if recorded[ids[n]] {
-			ops[i], targets[i] = decided[outs[i].ID], fls[i].target
-			requeued = requeued || states[n] == int16(state.Pending)
+	return f, nil
+}
+
+// results sets ops[i] and targets[i] (from fls) of each outcome the UPDATE
+// recorded, and reports whether one of them made its job pending again.
+func (f *fastSettle) results(outs []store.Outcome, ops []*state.Op, targets []string, fls []*flight) (requeued bool) {
+	for n, i := range f.idx {
+		if f.recorded[int64(outs[i].ID)] {
+			ops[i], targets[i] = f.ops[n], fls[i].target
+			requeued = requeued || f.retry[n]
 		}
 	}
-	if requeued {
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", chanWake)
-	}
-	return requeued, err
+	return requeued
 }
 
 // attemptEnd is how an attempt's end changes its entry in the history

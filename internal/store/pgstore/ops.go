@@ -279,7 +279,11 @@ type breakerRow struct {
 // leave it as it is, so the transaction orders before any concurrent one
 // that changes it, and the hot path (every target healthy) takes no lock
 // that all nodes would queue on.
-func (s *Store) loadBreakers(ctx context.Context, tx pgx.Tx, targets []string, mayFail map[string]bool, into map[string]*breakerRow) error {
+//
+// nonZero, if not nil, holds every breaker that was not the zero one when
+// tx read them all (queueNonZeroBreakers): the targets not in it are read
+// as zero breakers without a query.
+func (s *Store) loadBreakers(ctx context.Context, tx pgx.Tx, targets []string, mayFail map[string]bool, into map[string]*breakerRow, nonZero map[string]retry.Breaker) error {
 	var need []string
 	for _, t := range targets {
 		if _, ok := into[t]; !ok {
@@ -291,9 +295,13 @@ func (s *Store) loadBreakers(ctx context.Context, tx pgx.Tx, targets []string, m
 	}
 	slices.Sort(need)
 	need = slices.Compact(need)
-	read, err := scanBreakers(ctx, tx, "SELECT target, state, fails, until, busy FROM runlog_breakers WHERE target = ANY($1)", need)
-	if err != nil {
-		return err
+	read := nonZero
+	if read == nil {
+		var err error
+		read, err = scanBreakers(ctx, tx, "SELECT target, state, fails, until, busy FROM runlog_breakers WHERE target = ANY($1)", need)
+		if err != nil {
+			return err
+		}
 	}
 	var lock, missing []string
 	for _, t := range need {
@@ -338,8 +346,29 @@ func scanBreakers(ctx context.Context, tx pgx.Tx, sql string, targets []string) 
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: read breakers: %w", err)
 	}
+	return readBreakers(rows)
+}
+
+// nonZeroBreakersSQL reads every breaker that is not the zero one.
+const nonZeroBreakersSQL = `SELECT target, state, fails, until, busy FROM runlog_breakers
+	WHERE NOT (state = 0 AND cardinality(fails) = 0 AND until = 0 AND busy = 0)`
+
+// queueNonZeroBreakers queues, in b, the read of every breaker that is not
+// the zero one (as a rule none, or few: only targets in trouble have one)
+// into *into.
+func queueNonZeroBreakers(b *pgx.Batch, into *map[string]retry.Breaker) {
+	b.Queue(nonZeroBreakersSQL).Query(func(rows pgx.Rows) error {
+		m, err := readBreakers(rows)
+		*into = m
+		return err
+	})
+}
+
+// readBreakers reads breaker rows (target, state, fails, until, busy) and
+// closes rows.
+func readBreakers(rows pgx.Rows) (map[string]retry.Breaker, error) {
 	defer rows.Close()
-	out := make(map[string]retry.Breaker, len(targets))
+	out := make(map[string]retry.Breaker)
 	for rows.Next() {
 		var (
 			t     string
@@ -407,8 +436,20 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	gen := s.dueGen()
 	var res claimResult
 	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
+		// One round trip for every breaker that is not the zero one and
+		// the first due rows.
+		var (
+			b       pgx.Batch
+			nonZero map[string]retry.Breaker
+			due     []*jobRow
+		)
+		queueNonZeroBreakers(&b, &nonZero)
+		queueDue(&b, now, lim.Max, &due)
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return err
+		}
 		var err error
-		res, err = s.claimTx(ctx, tx, now, lim, nil)
+		res, err = s.claimTx(ctx, tx, now, lim, nil, nonZero, &due)
 		return err
 	})
 	if err != nil {
@@ -454,7 +495,10 @@ type claimResult struct {
 
 // claimTx is Claim inside tx. brs holds the breakers tx has read already
 // (nil for none); it gains the ones the claim reads.
-func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Limits, brs map[string]*breakerRow) (claimResult, error) {
+//
+// nonZero is as for loadBreakers; pre, if not nil, holds the first round's
+// due rows, selected already (queueDue) with want = claimWant(lim.Max).
+func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, pre *[]*jobRow) (claimResult, error) {
 	if brs == nil {
 		brs = make(map[string]*breakerRow)
 	}
@@ -468,36 +512,24 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 		leaseMS   = s.opts.Lease.Milliseconds()
 	)
 	for {
-		want := max(lim.Max-len(res.claims), minClaimRound)
-		rows, err := tx.Query(ctx, `SELECT id, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
-				due, first_due, fails, started, last_error
-			FROM runlog_jobs WHERE state = 0 AND due <= $1 AND NOT (id = ANY($2))
-			ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED`, now, held, want)
-		if err != nil {
-			return res, err
-		}
+		want := claimWant(lim.Max - len(res.claims))
 		var due []*jobRow
-		for rows.Next() {
-			r := &jobRow{st: state.Pending}
-			var id, started int64
-			p := &r.spec.Policy
-			if err := rows.Scan(&id, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
-				&r.spec.TimeoutMS, &r.due, &r.firstDue, &r.fails, &started, &r.lastError); err != nil {
-				rows.Close()
+		if pre != nil {
+			due, pre = *pre, nil
+		} else {
+			rows, err := tx.Query(ctx, dueSQL, now, held, want)
+			if err != nil {
 				return res, err
 			}
-			r.id, r.started = uint64(id), uint32(started)
-			due = append(due, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return res, err
+			if due, err = readDue(rows); err != nil {
+				return res, err
+			}
 		}
 		targets := make([]string, len(due))
 		for i, r := range due {
 			targets[i] = r.spec.Target
 		}
-		if err := s.loadBreakers(ctx, tx, targets, nil, brs); err != nil {
+		if err := s.loadBreakers(ctx, tx, targets, nil, brs, nonZero); err != nil {
 			return res, err
 		}
 		var (
@@ -556,28 +588,33 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 				FROM unnest($1::bigint[], $2::bigint[]) AS u(id, n) WHERE j.id = u.id`,
 				startIDs, startNs, s.opts.Node, leaseMS, state.MaxAttemptHistory, now)
 		}
+		last := stopped || len(res.claims) == lim.Max || decisions >= maxDecisionsPerClaim
+		if !last && len(due) < want {
+			res.exhausted, last = true, true
+		}
+		if last {
+			// The last round's writes share their round trip with the
+			// claim's end.
+			return res, s.endClaim(ctx, tx, &b, now, &res, brs, deferred, len(held) > 0)
+		}
 		if err := sendBatch(ctx, tx, &b); err != nil {
 			return res, err
 		}
-		if stopped || len(res.claims) == lim.Max || decisions >= maxDecisionsPerClaim {
-			break
-		}
-		if len(due) < want {
-			res.exhausted = true
-			break
-		}
 	}
-	// The breaker writes, the next due time and a notification share one
-	// round trip. A deferral notifies the nodes: the job is due again at a
-	// time their cached next due time does not know.
-	var b pgx.Batch
+}
+
+// endClaim queues in b, after the last round's writes, the breaker writes,
+// the next due time (when the claim looked at every due job) and a
+// notification (a deferral notifies the nodes: the job is due again at a
+// time their cached next due time does not know), and sends it.
+func (s *Store) endClaim(ctx context.Context, tx pgx.Tx, b *pgx.Batch, now int64, res *claimResult, brs map[string]*breakerRow, deferred, held bool) error {
 	if deferred {
 		b.Queue("SELECT pg_notify($1, '')", chanWake)
 	}
-	if err := queueBreakerWrites(&b, brs); err != nil {
-		return res, err
+	if err := queueBreakerWrites(b, brs); err != nil {
+		return err
 	}
-	if res.exhausted && len(held) > 0 {
+	if res.exhausted && held {
 		res.next, res.hasNext = now, true
 	} else if res.exhausted {
 		b.Queue("SELECT min(due) FROM runlog_jobs WHERE state = 0 AND due > $1", now).QueryRow(func(row pgx.Row) error {
@@ -591,10 +628,47 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 			return nil
 		})
 	}
-	if err := sendBatch(ctx, tx, &b); err != nil {
-		return res, err
+	return sendBatch(ctx, tx, b)
+}
+
+// dueSQL selects and locks the due pending jobs ($1 now) not in $2 (held
+// back), in (due, id) order, at most $3, skipping those another
+// transaction holds.
+const dueSQL = `SELECT id, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
+		due, first_due, fails, started, last_error
+	FROM runlog_jobs WHERE state = 0 AND due <= $1 AND NOT (id = ANY($2))
+	ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED`
+
+// claimWant is how many due rows a claim round selects to start up to n
+// attempts.
+func claimWant(n int) int { return max(n, minClaimRound) }
+
+// queueDue queues, in b, the first round of a claim for up to max attempts
+// at now (dueSQL), its rows into *into.
+func queueDue(b *pgx.Batch, now int64, max int, into *[]*jobRow) {
+	b.Queue(dueSQL, now, []int64{}, claimWant(max)).Query(func(rows pgx.Rows) error {
+		var err error
+		*into, err = readDue(rows)
+		return err
+	})
+}
+
+// readDue reads the rows of dueSQL and closes rows.
+func readDue(rows pgx.Rows) ([]*jobRow, error) {
+	defer rows.Close()
+	var due []*jobRow
+	for rows.Next() {
+		r := &jobRow{st: state.Pending}
+		var id, started int64
+		p := &r.spec.Policy
+		if err := rows.Scan(&id, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
+			&r.spec.TimeoutMS, &r.due, &r.firstDue, &r.fails, &started, &r.lastError); err != nil {
+			return nil, err
+		}
+		r.id, r.started = uint64(id), uint32(started)
+		due = append(due, r)
 	}
-	return res, nil
+	return due, rows.Err()
 }
 
 // writeRows writes the changed rows (state, due, budget, reason, history)
@@ -672,7 +746,7 @@ func (s *Store) requeue(ctx context.Context, where string, args []any, why strin
 			mayFail[r.spec.Target] = true // an orphan may free a half-open probe slot
 		}
 		brs := make(map[string]*breakerRow)
-		if err := s.loadBreakers(ctx, tx, targets, mayFail, brs); err != nil {
+		if err := s.loadBreakers(ctx, tx, targets, mayFail, brs, nil); err != nil {
 			return err
 		}
 		now := s.opts.Now()
