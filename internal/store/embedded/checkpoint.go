@@ -272,10 +272,12 @@ func (c *checkpointer) write(st *state.State, last uint64, began time.Time) (Che
 	}
 	if len(infos) >= c.keep {
 		// Keep every record after the oldest kept snapshot: it is the
-		// fallback if a newer one is ever damaged.
-		if _, err := c.s.j.Rotate(); err != nil {
-			return CheckpointStats{}, c.fail(err)
-		}
+		// fallback if a newer one is ever damaged. The active segment is
+		// not rotated for this: a rotation that finds no segment prepared
+		// creates one in line, on the journal's commit goroutine (a pause
+		// of tens of milliseconds); the active segment, covered records
+		// and all, goes with a later drop. (At Close the journal was just
+		// rotated.)
 		if err := c.s.j.DropBefore(infos[len(infos)-1].Seq + 1); err != nil {
 			return CheckpointStats{}, c.fail(err)
 		}

@@ -305,6 +305,11 @@ func testStateAtTimeTravel(t *testing.T, keep int) {
 		}
 		seqs = append(seqs, s.j.LastSeq())
 		if i == 2 {
+			// Sealed, the segment of records 1-3 can be dropped once a
+			// snapshot covers them.
+			if _, err := s.j.Rotate(); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := s.Checkpoint(); err != nil {
 				t.Fatal(err)
 			}
