@@ -100,6 +100,11 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// pending jobs, and so the next due time, as they were.
 		s.invalidate()
 	}
+	if requeued || res.deferred {
+		// Other nodes' cached next due time does not know the retries'
+		// and deferrals' due times.
+		s.wakeNodes()
+	}
 	for _, o := range fenced {
 		s.log.Warn("pgstore: outcome dropped: the attempt is no longer this node's (its lease expired and it was requeued, or the job is gone)",
 			"job", o.ID, "attempt", o.Attempt, "class", o.Class.String(), "node", s.opts.Node)
@@ -204,8 +209,7 @@ type fastSettle struct {
 
 // queueSettleFast decides, on their flights' facts, the outcomes that have
 // a flight (the first outcome of each attempt) and queues in b one UPDATE
-// that records them where the row is still this node's running attempt,
-// and a NOTIFY if one is a retry (its job may be due again).
+// that records them where the row is still this node's running attempt.
 func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []store.Outcome, fls []*flight) (*fastSettle, error) {
 	var (
 		f                          = &fastSettle{recorded: make(map[int64]bool)}
@@ -214,7 +218,6 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 		fails                      []int32
 		lastErrs, reasons, patches []string
 		seen                       = make(map[uint64]bool)
-		requeue                    bool
 	)
 	for i, o := range outs {
 		fl := fls[i]
@@ -235,7 +238,6 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 			return nil, err
 		}
 		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.st == state.Pending)
-		requeue = requeue || r.st == state.Pending
 		ids, ns = append(ids, int64(o.ID)), append(ns, int64(o.Attempt))
 		due, finished = append(due, r.due), append(finished, r.finishedAt)
 		states, fails = append(states, int16(r.st)), append(fails, int32(r.fails))
@@ -257,11 +259,6 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 		}
 		return err
 	})
-	if requeue {
-		// Sent whether or not the retry is recorded: a spare wake-up
-		// costs the nodes one look.
-		b.Queue("SELECT pg_notify($1, '')", chanWake)
-	}
 	return f, nil
 }
 

@@ -298,3 +298,44 @@ func TestRestartUnderSameNodeRequeues(t *testing.T) {
 		t.Fatalf("job after the restart: %+v %v", j, err)
 	}
 }
+
+// TestEnqueueWakesOtherNodes: a node's enqueue, committed without a NOTIFY
+// in its transaction, still wakes another node at once (through the
+// notifier), not at its poll.
+func TestEnqueueWakesOtherNodes(t *testing.T) {
+	ctx := context.Background()
+	a, url := openTest(t, Options{Node: "a", PollEvery: time.Hour})
+	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, PollEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	woken := make(chan struct{}, 1)
+	b.SetNotify(store.Notify{Wake: func() {
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	}, CancelAttempt: func(uint64) {}})
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 1}}
+	for _, batch := range [][]store.NewJob{{{Spec: spec, Due: 1000}}, {{Spec: spec, Due: 1000}, {Spec: spec, Due: 1000}}} {
+		// b's listener wakes it once when it connects; wait until it
+		// has, and then for the enqueue's wake-up.
+		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-woken:
+		default:
+		}
+		if _, err := a.Enqueue(ctx, 1000, batch); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-woken:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("node b was not woken by node a's enqueue of %d jobs", len(batch))
+		}
+		if d, ok := b.NextDue(); !ok || d != 1000 {
+			t.Fatalf("b's next due time after the wake-up: %d %v", d, ok)
+		}
+	}
+}

@@ -90,25 +90,26 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 			return nil, fmt.Errorf("pgstore: enqueue (nothing was added): %w", err)
 		}
 		s.invalidate()
+		s.wakeNodes()
 		return out, nil
 	}
 	var out []store.Enqueued
 	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
 		var err error
-		out, err = EnqueueTx(ctx, tx, now, jobs)
+		out, err = enqueueTx(ctx, tx, now, jobs, false)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: enqueue (nothing was added): %w", err)
 	}
 	s.invalidate()
+	s.wakeNodes()
 	return out, nil
 }
 
-// enqueueOne inserts one job without a key, and NOTIFYs the nodes, in one
-// statement (its own transaction): one round trip, where a transaction of
-// its own would take five (BEGIN, draw the id, insert, notify, COMMIT).
-// The columns are EnqueueTx's.
+// enqueueOne inserts one job without a key in one statement (its own
+// transaction): one round trip, where a transaction would take four (BEGIN,
+// draw the id, insert, COMMIT). The columns are EnqueueTx's.
 func (s *Store) enqueueOne(ctx context.Context, now int64, j *store.NewJob) ([]store.Enqueued, error) {
 	sp := &j.Spec
 	var id int64
@@ -116,9 +117,9 @@ func (s *Store) enqueueOne(ctx context.Context, now int64, j *store.NewJob) ([]s
 			(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
 			VALUES (nextval('runlog_job_id'), 0, $1, $2, $3, '', $4, $5, $6, $7, $8, $9, $9, $10)
 			RETURNING id)
-		SELECT id FROM ins, pg_notify($11, '')`,
+		SELECT id FROM ins`,
 		sp.Kind, sp.Target, sp.Payload, int32(sp.Policy.Attempts), sp.Policy.BaseMS, sp.Policy.CapMS, sp.Policy.DeadlineMS,
-		sp.TimeoutMS, j.Due, now, chanWake).Scan(&id)
+		sp.TimeoutMS, j.Due, now).Scan(&id)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +133,16 @@ func (s *Store) enqueueOne(ctx context.Context, now int64, j *store.NewJob) ([]s
 // with Existing set and adds nothing. The jobs must be valid (the engine's
 // rules: a kind, a valid policy); now stamps their enqueue time.
 func EnqueueTx(ctx context.Context, tx pgx.Tx, now int64, jobs []store.NewJob) ([]store.Enqueued, error) {
+	return enqueueTx(ctx, tx, now, jobs, true)
+}
+
+// enqueueTx is EnqueueTx; without notify it leaves the NOTIFY to the
+// caller. A transaction that NOTIFYs holds a lock that serializes the
+// commits of every notifying transaction of the database until it has
+// committed, its WAL flush included, so the store's own enqueues commit
+// without it and wake the nodes afterwards (Store.wakeNodes), letting
+// concurrent enqueues share their WAL flushes.
+func enqueueTx(ctx context.Context, tx pgx.Tx, now int64, jobs []store.NewJob, notify bool) ([]store.Enqueued, error) {
 	out := make([]store.Enqueued, len(jobs))
 	var keys []string
 	for _, j := range jobs {
@@ -224,6 +235,9 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, now int64, jobs []store.NewJob) (
 	}
 	for i, first := range dupOf {
 		out[i] = store.Enqueued{ID: out[first].ID, Existing: true}
+	}
+	if !notify {
+		return out, nil
 	}
 	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", chanWake); err != nil {
 		return nil, fmt.Errorf("pgstore: notify: %w", err)
@@ -456,6 +470,9 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	s.claimed(gen, res)
+	if res.deferred {
+		s.wakeNodes()
+	}
 	return res.claims, nil
 }
 
@@ -488,6 +505,7 @@ func (s *Store) claimed(gen uint64, res claimResult) {
 type claimResult struct {
 	claims    []store.Claim
 	facts     []state.Facts // of each claim's job once its attempt started
+	deferred  bool          // a job was deferred: wake the nodes once committed
 	exhausted bool          // every due job not locked by another node was looked at
 	next      int64         // then: the next due time (now while jobs are held)
 	hasNext   bool
@@ -603,14 +621,13 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 	}
 }
 
-// endClaim queues in b, after the last round's writes, the breaker writes,
-// the next due time (when the claim looked at every due job) and a
-// notification (a deferral notifies the nodes: the job is due again at a
-// time their cached next due time does not know), and sends it.
+// endClaim queues in b, after the last round's writes, the breaker writes
+// and the next due time (when the claim looked at every due job), and
+// sends it. A deferral makes the caller wake the nodes once committed
+// (res.deferred): the job is due again at a time their cached next due
+// time does not know.
 func (s *Store) endClaim(ctx context.Context, tx pgx.Tx, b *pgx.Batch, now int64, res *claimResult, brs map[string]*breakerRow, deferred, held bool) error {
-	if deferred {
-		b.Queue("SELECT pg_notify($1, '')", chanWake)
-	}
+	res.deferred = deferred
 	if err := queueBreakerWrites(b, brs); err != nil {
 		return err
 	}

@@ -38,11 +38,13 @@
 //
 // # Wake-ups
 //
-// Enqueues and outcomes NOTIFY runlog_wake in their transaction; every node
-// LISTENs and wakes its dispatcher. A cancel of a job running on another
-// node NOTIFYs runlog_cancel, and that node cancels the attempt's context.
-// A fallback poll (PollEvery) wakes the dispatcher in case a notification
-// was lost with a connection.
+// Every node LISTENs on runlog_wake and wakes its dispatcher. After its
+// own enqueues, retries and deferrals commit, a node NOTIFYs runlog_wake
+// from a transaction of its own (wakeNodes; not in theirs: notifying
+// transactions commit one at a time). EnqueueTx NOTIFYs in the caller's
+// transaction. A cancel of a job running on another node NOTIFYs
+// runlog_cancel, and that node cancels the attempt's context. A fallback
+// poll (PollEvery) wakes the dispatcher in case a notification was lost.
 package pgstore
 
 import (
@@ -175,6 +177,8 @@ type Store struct {
 	loops  sync.WaitGroup
 	hbConn *pgx.Conn // the heartbeat's connection: only the heartbeat loop, then Close, use it
 
+	notifyNodes chan struct{} // wakeNodes → the notifier; holds one pending request
+
 	mu       sync.Mutex
 	closed   bool              // guarded by mu
 	notify   store.Notify      // guarded by mu
@@ -238,7 +242,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]flight)}
+	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]flight), notifyNodes: make(chan struct{}, 1)}
 	// A node that restarts under the same id (a stable Options.Node) takes
 	// back at once what its previous process left running, as the embedded
 	// store does at open, instead of waiting for the leases to expire.
@@ -249,8 +253,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.log.Info("pgstore: requeued the attempts this node's previous process left running", "jobs", n, "node", opts.Node)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.loops.Add(4)
+	s.loops.Add(5)
 	go s.listen()
+	go s.notifier()
 	go s.every(opts.Heartbeat, s.heartbeat)
 	go s.every(opts.RescueEvery, func() {
 		if n, err := s.Rescue(s.ctx); err != nil && s.ctx.Err() == nil {
@@ -370,6 +375,37 @@ func parseCancel(payload, node string) (uint64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// wakeNodes asks the notifier to NOTIFY runlog_wake: jobs this node
+// committed may be due, or due at a time other nodes' cached next due time
+// does not know. Requests made while a NOTIFY is under way are covered by
+// one more, so a burst of enqueues costs the nodes few wake-ups and the
+// database few notifying commits. It does not block.
+func (s *Store) wakeNodes() {
+	select {
+	case s.notifyNodes <- struct{}{}:
+	default:
+	}
+}
+
+// notifier sends the NOTIFYs wakeNodes asks for, each in a transaction of
+// its own after the change it announces has committed, so that the changes'
+// transactions do not take the lock that serializes notifying commits. A
+// NOTIFY lost with the process or the connection is covered by every
+// node's fallback poll (PollEvery).
+func (s *Store) notifier() {
+	defer s.loops.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.notifyNodes:
+		}
+		if _, err := s.pool.Exec(s.ctx, "SELECT pg_notify($1, '')", chanWake); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("pgstore: notifying the other nodes failed; they see the change at their next poll", "err", err)
+		}
+	}
 }
 
 // wake tells the engine that jobs may have become due.
