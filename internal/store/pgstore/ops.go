@@ -89,7 +89,7 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: enqueue (nothing was added): %w", err)
 		}
-		s.invalidate()
+		s.dueAdded(jobs[0].Due)
 		s.wakeNodes()
 		return out, nil
 	}
@@ -102,7 +102,11 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: enqueue (nothing was added): %w", err)
 	}
-	s.invalidate()
+	for i, e := range out {
+		if !e.Existing {
+			s.dueAdded(jobs[i].Due)
+		}
+	}
 	s.wakeNodes()
 	return out, nil
 }
@@ -493,7 +497,7 @@ func (s *Store) claimed(gen uint64, res claimResult) {
 	for i, c := range res.claims {
 		s.inflight[c.ID] = flight{attempt: c.Attempt, target: c.Target, facts: res.facts[i]}
 	}
-	if res.exhausted && s.due.gen == gen {
+	if (res.exhausted || res.more) && s.due.gen == gen {
 		s.due.valid, s.due.at, s.due.has = true, res.next, res.hasNext
 	} else {
 		s.due.valid = false
@@ -503,11 +507,14 @@ func (s *Store) claimed(gen uint64, res claimResult) {
 
 // claimResult is what one claim transaction decided.
 type claimResult struct {
-	claims    []store.Claim
-	facts     []state.Facts // of each claim's job once its attempt started
-	deferred  bool          // a job was deferred: wake the nodes once committed
-	exhausted bool          // every due job not locked by another node was looked at
-	next      int64         // then: the next due time (now while jobs are held)
+	claims   []store.Claim
+	facts    []state.Facts // of each claim's job once its attempt started
+	deferred bool          // a job was deferred: wake the nodes once committed
+	// more: the claim stopped at its limit before a due row, whose due
+	// time is then next: the dispatcher need not ask the database.
+	more      bool
+	exhausted bool  // every due job not locked by another node was looked at
+	next      int64 // then: the next due time (now while jobs are held)
 	hasNext   bool
 }
 
@@ -554,10 +561,11 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 			b                 pgx.Batch
 			stopped           bool
 			startIDs, startNs []int64
+			left              *jobRow // the first due row the claim stopped before
 		)
 		for _, r := range due {
 			if len(res.claims) == lim.Max || decisions >= maxDecisionsPerClaim {
-				stopped = true
+				stopped, left = true, r
 				break
 			}
 			target := r.spec.Target
@@ -609,6 +617,11 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 		last := stopped || len(res.claims) == lim.Max || decisions >= maxDecisionsPerClaim
 		if !last && len(due) < want {
 			res.exhausted, last = true, true
+		} else if left != nil && len(held) == 0 {
+			// Every pending job due before it was started, deferred or
+			// failed here (or is another node's to claim): it is the
+			// next due job.
+			res.more, res.next, res.hasNext = true, left.due, true
 		}
 		if last {
 			// The last round's writes share their round trip with the
@@ -657,8 +670,9 @@ const dueSQL = `SELECT id, kind, target, payload, attempts, base_ms, cap_ms, dea
 	ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED`
 
 // claimWant is how many due rows a claim round selects to start up to n
-// attempts.
-func claimWant(n int) int { return max(n, minClaimRound) }
+// attempts: one more than n at least, so that a claim that starts n
+// attempts sees the next due row, and so the next due time.
+func claimWant(n int) int { return max(n+1, minClaimRound) }
 
 // queueDue queues, in b, the first round of a claim for up to max attempts
 // at now (dueSQL), its rows into *into.

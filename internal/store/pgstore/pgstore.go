@@ -333,6 +333,11 @@ func (s *Store) listenOnce() error {
 		}
 		switch n.Channel {
 		case chanWake:
+			if n.Payload == s.opts.Node {
+				// This node's own notifier: the change was made here,
+				// and the cache and the dispatcher know of it.
+				continue
+			}
 			s.invalidate()
 			s.wake()
 		case chanCancel:
@@ -402,7 +407,7 @@ func (s *Store) notifier() {
 			return
 		case <-s.notifyNodes:
 		}
-		if _, err := s.pool.Exec(s.ctx, "SELECT pg_notify($1, '')", chanWake); err != nil && s.ctx.Err() == nil {
+		if _, err := s.pool.Exec(s.ctx, "SELECT pg_notify($1, $2)", chanWake, s.opts.Node); err != nil && s.ctx.Err() == nil {
 			s.log.Warn("pgstore: notifying the other nodes failed; they see the change at their next poll", "err", err)
 		}
 	}
@@ -416,6 +421,18 @@ func (s *Store) wake() {
 	if fn != nil {
 		fn()
 	}
+}
+
+// dueAdded records that a job due at due was added here: the cached next
+// due time, if valid, moves to it if it is earlier, and a claim under way
+// (which may not have seen the job) does not overwrite the cache.
+func (s *Store) dueAdded(due int64) {
+	s.mu.Lock()
+	if s.due.valid && (!s.due.has || due < s.due.at) {
+		s.due.at, s.due.has = due, true
+	}
+	s.due.gen++
+	s.mu.Unlock()
 }
 
 // invalidate drops the cached next due time.
