@@ -113,9 +113,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.cfg.Dashboard.ServeHTTP(w, r)
 		return
 	}
-	if a.cfg.Token != "" && r.URL.Path != "/healthz" && !a.authorized(r) {
+	if a.cfg.Token != "" && r.URL.Path != "/healthz" && !a.tokenMatches(r.Header.Get("Authorization")) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="runlog"`)
-		writeError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token> (the server's --token / RUNLOG_TOKEN)")
+		writeError(w, http.StatusUnauthorized, errUnauthorized)
 		return
 	}
 	a.mux.ServeHTTP(w, r)
@@ -127,10 +127,12 @@ func isAPIPath(path string) bool {
 	return path == "/healthz" || path == "/metrics" || path == "/v1" || strings.HasPrefix(path, "/v1/")
 }
 
-// authorized compares the bearer token in constant time (over hashes, so
-// that not even the length leaks).
-func (a *API) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
+// errUnauthorized is the answer to a request without the right token.
+const errUnauthorized = "missing or wrong token: send Authorization: Bearer <token> (the server's --token / RUNLOG_TOKEN)"
+
+// tokenMatches compares the bearer token of an Authorization header value in
+// constant time (over hashes, so that not even the length leaks).
+func (a *API) tokenMatches(h string) bool {
 	const prefix = "Bearer "
 	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
 		return false
@@ -152,12 +154,7 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	req, err := DecodeJobRequest(body, a.cfg.Policy)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	res, err := a.runner.EnqueueJob(r.Context(), req)
+	res, err := a.enqueueBody(r.Context(), body)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -167,6 +164,15 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	writeCreated(w, status, res.ID, res.Existing)
+}
+
+// appendCreated appends the JSON of Created{id, existing} and a newline.
+func appendCreated(b []byte, id uint64, existing bool) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendUint(b, id, 10)
+	b = append(b, `,"existing":`...)
+	b = strconv.AppendBool(b, existing)
+	return append(b, "}\n"...)
 }
 
 // Header values shared by every answer of POST /v1/jobs (net/http only
@@ -180,11 +186,7 @@ var (
 // header canonicalization (this is the hottest answer of the API).
 func writeCreated(w http.ResponseWriter, status int, id uint64, existing bool) {
 	var buf [64]byte
-	b := append(buf[:0], `{"id":`...)
-	b = strconv.AppendUint(b, id, 10)
-	b = append(b, `,"existing":`...)
-	b = strconv.AppendBool(b, existing)
-	b = append(b, "}\n"...)
+	b := appendCreated(buf[:0], id, existing)
 	h := w.Header()
 	h["Location"] = []string{"/v1/jobs/" + strconv.FormatUint(id, 10)}
 	h["Content-Type"] = jsonContentType
@@ -365,13 +367,18 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes (the server's --max-body)", tooBig.Limit))
+			writeError(w, http.StatusRequestEntityTooLarge, tooLarge(tooBig.Limit))
 			return nil, false
 		}
 		a.fail(w, r, badRequest("reading the body: %v", err))
 		return nil, false
 	}
 	return body, true
+}
+
+// tooLarge is the answer to a body over limit bytes.
+func tooLarge(limit int64) string {
+	return fmt.Sprintf("the body is over %d bytes (the server's --max-body)", limit)
 }
 
 // fail answers err with the status its kind calls for.

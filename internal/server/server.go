@@ -24,6 +24,7 @@ import (
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/dashboard"
 	"github.com/runlog/runlog/internal/kinds"
+	"github.com/valyala/fasthttp"
 )
 
 // Defaults of Config.
@@ -83,7 +84,7 @@ type Config struct {
 type Server struct {
 	runner   *runlog.Runner
 	api      *API
-	http     *http.Server
+	http     *fasthttp.Server
 	ln       net.Listener
 	log      *slog.Logger
 	serveErr chan error // receives Serve's result once
@@ -168,19 +169,11 @@ func Start(cfg Config) (*Server, error) {
 		Logger:    cfg.Logger,
 	})
 	s := &Server{
-		runner: runner,
-		api:    api,
-		ln:     ln,
-		log:    cfg.Logger,
-		http: &http.Server{
-			Handler:           api,
-			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-			ReadTimeout:       time.Minute,
-			WriteTimeout:      2 * time.Minute,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    MaxHeaderBytes,
-			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-		},
+		runner:   runner,
+		api:      api,
+		ln:       ln,
+		log:      cfg.Logger,
+		http:     newHTTPServer(api, cfg),
 		serveErr: make(chan error, 1),
 	}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
@@ -219,10 +212,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.api.SetAccepting(false)
 		s.log.Info("runlog shutting down")
-		httpErr := s.http.Shutdown(ctx)
-		if httpErr != nil {
-			_ = s.http.Close()
-		}
+		httpErr := s.http.ShutdownWithContext(ctx)
 		runErr := s.runner.Close(ctx)
 		s.closeErr = errors.Join(httpErr, runErr)
 		if s.closeErr != nil {
