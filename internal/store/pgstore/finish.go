@@ -246,13 +246,24 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 	if len(ids) == 0 {
 		return f, nil
 	}
+	running := make([]int16, len(ids))
+	for i := range running {
+		running[i] = int16(state.Running)
+	}
+	// The running state is compared with a column of u (all 1), not with a
+	// constant, so that the rows are found by id, one index lookup per
+	// outcome. With "j.state = 1" the planner, which expects few running
+	// jobs, took every running job from the (state, target) index and
+	// joined each with every outcome, running the unnest again for each (a
+	// generic plan, once the statement was prepared): 65 ms for 256
+	// outcomes instead of about 3.
 	b.Queue(`UPDATE runlog_jobs j SET state = u.state, due = u.due, finished_at = u.finished, fails = u.fails,
 			last_error = u.last_error, reason = u.reason, lease_until = NULL,
 			history = jsonb_set(j.history, '{-1}', (j.history -> -1) || u.patch::jsonb)
-		FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::bigint[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::text[])
-			AS u(id, n, state, due, finished, fails, last_error, reason, patch)
-		WHERE j.id = u.id AND j.state = 1 AND j.started = u.n AND j.node = $10
-		RETURNING j.id`, ids, ns, states, due, finished, fails, lastErrs, reasons, patches, s.opts.Node).Query(func(rows pgx.Rows) error {
+		FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::bigint[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::text[], $11::smallint[])
+			AS u(id, n, state, due, finished, fails, last_error, reason, patch, running)
+		WHERE j.id = u.id AND j.state = u.running AND j.started = u.n AND j.node = $10
+		RETURNING j.id`, ids, ns, states, due, finished, fails, lastErrs, reasons, patches, s.opts.Node, running).Query(func(rows pgx.Rows) error {
 		done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		for _, id := range done {
 			f.recorded[id] = true
