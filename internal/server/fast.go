@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/runlog/runlog"
@@ -158,6 +159,55 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 		fastJSONError(ctx, http.StatusBadRequest, "malformed HTTP request: "+err.Error())
 	}
 	ctx.SetConnectionClose()
+}
+
+// lingerListener gives connections whose Close is a lingering close, as
+// net/http does after an error answer: fasthttp answers a request it refuses
+// before reading it all (headers over the limit: 431) and closes at once, and
+// a close with unread bytes makes the kernel send a reset, which can destroy
+// the answer before the client has read it. Here the write side is shut
+// (FIN) at once and the socket is closed once the client has closed its
+// side, or after lingerTime, reading and discarding at most lingerBytes
+// meanwhile; in the background, so fasthttp's goroutine never waits.
+type lingerListener struct{ net.Listener }
+
+const (
+	lingerTime  = 500 * time.Millisecond
+	lingerBytes = 1 << 20
+)
+
+// Accept wraps the accepted connection.
+func (l lingerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		return &lingerConn{TCPConn: tc}, nil
+	}
+	return c, nil
+}
+
+// lingerConn is a TCP connection with a lingering Close.
+type lingerConn struct {
+	*net.TCPConn
+	once sync.Once
+}
+
+// Close shuts the write side and closes the socket in the background.
+func (c *lingerConn) Close() error {
+	c.once.Do(func() {
+		if err := c.TCPConn.CloseWrite(); err != nil {
+			_ = c.TCPConn.Close()
+			return
+		}
+		go func() {
+			_ = c.TCPConn.SetReadDeadline(time.Now().Add(lingerTime))
+			_, _ = io.Copy(io.Discard, io.LimitReader(c.TCPConn, lingerBytes))
+			_ = c.TCPConn.Close()
+		}()
+	})
+	return nil
 }
 
 // fastLogger passes fasthttp's messages to slog as warnings.

@@ -176,7 +176,7 @@ func Start(cfg Config) (*Server, error) {
 		http:     newHTTPServer(api, cfg),
 		serveErr: make(chan error, 1),
 	}
-	go func() { s.serveErr <- s.http.Serve(ln) }()
+	go func() { s.serveErr <- s.http.Serve(lingerListener{ln}) }()
 	cfg.Logger.Info("runlog serving", "addr", s.Addr(), "data", cfg.Dir, "auth", cfg.Token != "",
 		"exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts))
 	return s, nil
