@@ -44,35 +44,31 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		requeued bool
 		res      claimResult
 	)
-	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
-		var (
-			err error
-			brs = make(map[string]*breakerRow)
-		)
+	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
+		brs := make(map[string]*breakerRow)
 		res = claimResult{}
-		// One round trip: the outcomes that have a flight, every breaker
-		// that is not the zero one, and the claim's first due rows (which
-		// see this transaction's retries, queued before them).
+		// One round trip: BEGIN, the outcomes that have a flight, every
+		// breaker that is not the zero one, and the claim's first due
+		// rows (which see this transaction's retries, queued before them).
 		var (
-			b       pgx.Batch
 			nonZero map[string]retry.Breaker
 			due     []*jobRow
 		)
-		fast, err := s.queueSettleFast(&b, now, rs, outs, fls)
+		fast, err := s.queueSettleFast(b, now, rs, outs, fls)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		queueNonZeroBreakers(&b, &nonZero)
+		queueNonZeroBreakers(b, &nonZero)
 		if lim.Max > 0 {
-			queueDue(&b, now, lim.Max, &due)
+			queueDue(b, now, lim.Max, &due)
 		}
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return err
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
 		}
 		var slowRecorded bool
 		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero)
 		if err != nil || lim.Max <= 0 {
-			return err
+			return nil, err
 		}
 		pre := &due
 		if slowRecorded {
@@ -80,8 +76,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			// made its job due: read them again.
 			pre = nil
 		}
-		res, err = s.claimTx(ctx, tx, now, lim, brs, nonZero, pre)
-		return err
+		return s.claimTx(ctx, tx, now, lim, brs, nonZero, pre, &res)
 	})
 	s.mu.Lock()
 	for _, o := range outs {
@@ -125,7 +120,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 // on their rows, read FOR UPDATE, as before. The breakers then take the
 // recorded outcomes in the batch's order, as the embedded store applies
 // them.
-func (s *Store) settleTx(ctx context.Context, tx pgx.Tx, now int64, rs []uint32, outs []store.Outcome, fls []*flight, fast *fastSettle, brs map[string]*breakerRow, nonZero map[string]retry.Breaker) (fenced []store.Outcome, requeued, slowRecorded bool, err error) {
+func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32, outs []store.Outcome, fls []*flight, fast *fastSettle, brs map[string]*breakerRow, nonZero map[string]retry.Breaker) (fenced []store.Outcome, requeued, slowRecorded bool, err error) {
 	if len(outs) == 0 {
 		return nil, false, false, nil
 	}

@@ -301,7 +301,7 @@ type breakerRow struct {
 // nonZero, if not nil, holds every breaker that was not the zero one when
 // tx read them all (queueNonZeroBreakers): the targets not in it are read
 // as zero breakers without a query.
-func (s *Store) loadBreakers(ctx context.Context, tx pgx.Tx, targets []string, mayFail map[string]bool, into map[string]*breakerRow, nonZero map[string]retry.Breaker) error {
+func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, mayFail map[string]bool, into map[string]*breakerRow, nonZero map[string]retry.Breaker) error {
 	var need []string
 	for _, t := range targets {
 		if _, ok := into[t]; !ok {
@@ -359,7 +359,7 @@ func (s *Store) loadBreakers(ctx context.Context, tx pgx.Tx, targets []string, m
 }
 
 // scanBreakers runs a query of breaker rows for the targets.
-func scanBreakers(ctx context.Context, tx pgx.Tx, sql string, targets []string) (map[string]retry.Breaker, error) {
+func scanBreakers(ctx context.Context, tx querier, sql string, targets []string) (map[string]retry.Breaker, error) {
 	rows, err := tx.Query(ctx, sql, targets)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: read breakers: %w", err)
@@ -433,7 +433,7 @@ func sameBreaker(a, b retry.Breaker) bool {
 }
 
 // sendBatch runs the queued statements of b in tx.
-func sendBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+func sendBatch(ctx context.Context, tx querier, b *pgx.Batch) error {
 	if b.Len() == 0 {
 		return nil
 	}
@@ -453,22 +453,20 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	}
 	gen := s.dueGen()
 	var res claimResult
-	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
-		// One round trip for every breaker that is not the zero one and
-		// the first due rows.
+	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
+		// One round trip for BEGIN, every breaker that is not the zero
+		// one and the first due rows.
 		var (
-			b       pgx.Batch
 			nonZero map[string]retry.Breaker
 			due     []*jobRow
 		)
-		queueNonZeroBreakers(&b, &nonZero)
-		queueDue(&b, now, lim.Max, &due)
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return err
+		queueNonZeroBreakers(b, &nonZero)
+		queueDue(b, now, lim.Max, &due)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
 		}
-		var err error
-		res, err = s.claimTx(ctx, tx, now, lim, nil, nonZero, &due)
-		return err
+		res = claimResult{}
+		return s.claimTx(ctx, tx, now, lim, nil, nonZero, &due, &res)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -523,12 +521,13 @@ type claimResult struct {
 //
 // nonZero is as for loadBreakers; pre, if not nil, holds the first round's
 // due rows, selected already (queueDue) with want = claimWant(lim.Max).
-func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, pre *[]*jobRow) (claimResult, error) {
+// It decides into *res and returns the last round's writes unsent, for the
+// caller to send with its COMMIT (which fills in res's next due time).
+func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, pre *[]*jobRow, res *claimResult) (*pgx.Batch, error) {
 	if brs == nil {
 		brs = make(map[string]*breakerRow)
 	}
 	var (
-		res       claimResult
 		held      = []int64{}
 		perTarget map[string]int
 		decisions int
@@ -544,10 +543,10 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 		} else {
 			rows, err := tx.Query(ctx, dueSQL, now, held, want)
 			if err != nil {
-				return res, err
+				return nil, err
 			}
 			if due, err = readDue(rows); err != nil {
-				return res, err
+				return nil, err
 			}
 		}
 		targets := make([]string, len(due))
@@ -555,7 +554,7 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 			targets[i] = r.spec.Target
 		}
 		if err := s.loadBreakers(ctx, tx, targets, nil, brs, nonZero); err != nil {
-			return res, err
+			return nil, err
 		}
 		var (
 			b                 pgx.Batch
@@ -625,21 +624,21 @@ func (s *Store) claimTx(ctx context.Context, tx pgx.Tx, now int64, lim store.Lim
 		}
 		if last {
 			// The last round's writes share their round trip with the
-			// claim's end.
-			return res, s.endClaim(ctx, tx, &b, now, &res, brs, deferred, len(held) > 0)
+			// claim's end and the COMMIT: the caller sends them.
+			return &b, endClaim(&b, now, res, brs, deferred, len(held) > 0)
 		}
 		if err := sendBatch(ctx, tx, &b); err != nil {
-			return res, err
+			return nil, err
 		}
 	}
 }
 
 // endClaim queues in b, after the last round's writes, the breaker writes
-// and the next due time (when the claim looked at every due job), and
-// sends it. A deferral makes the caller wake the nodes once committed
-// (res.deferred): the job is due again at a time their cached next due
-// time does not know.
-func (s *Store) endClaim(ctx context.Context, tx pgx.Tx, b *pgx.Batch, now int64, res *claimResult, brs map[string]*breakerRow, deferred, held bool) error {
+// and the next due time (when the claim looked at every due job); the
+// caller sends b with its COMMIT. A deferral makes the caller wake the
+// nodes once committed (res.deferred): the job is due again at a time
+// their cached next due time does not know.
+func endClaim(b *pgx.Batch, now int64, res *claimResult, brs map[string]*breakerRow, deferred, held bool) error {
 	res.deferred = deferred
 	if err := queueBreakerWrites(b, brs); err != nil {
 		return err
@@ -658,7 +657,7 @@ func (s *Store) endClaim(ctx context.Context, tx pgx.Tx, b *pgx.Batch, now int64
 			return nil
 		})
 	}
-	return sendBatch(ctx, tx, b)
+	return nil
 }
 
 // dueSQL selects and locks the due pending jobs ($1 now) not in $2 (held
@@ -705,7 +704,7 @@ func readDue(rows pgx.Rows) ([]*jobRow, error) {
 // writeRows writes the changed rows (state, due, budget, reason, history)
 // and breakers and reports whether a job became pending again (a retry), in
 // which case it NOTIFYs the nodes: their next due time may have moved.
-func (s *Store) writeRows(ctx context.Context, tx pgx.Tx, rows []*jobRow, changed map[*jobRow]bool, brs map[string]*breakerRow) (requeued bool, err error) {
+func (s *Store) writeRows(ctx context.Context, tx querier, rows []*jobRow, changed map[*jobRow]bool, brs map[string]*breakerRow) (requeued bool, err error) {
 	var (
 		b                            pgx.Batch
 		ids, due, finished           []int64

@@ -523,9 +523,16 @@ const maxTries = 10
 // caller's effect is safe to repeat or is fenced), after a connection
 // failure too. fn may run more than once: it must reset what it collects.
 func (s *Store) inTx(ctx context.Context, idempotent bool, fn func(pgx.Tx) error) error {
+	return retrying(ctx, idempotent, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+}
+
+// retrying runs once, and again, up to maxTries in all, with backoff,
+// while it fails with a deadlock or serialization failure, or (when
+// idempotent) a connection failure.
+func retrying(ctx context.Context, idempotent bool, once func() error) error {
 	backoff := 5 * time.Millisecond
 	for try := 1; ; try++ {
-		err := pgx.BeginFunc(ctx, s.pool, fn)
+		err := once()
 		if err == nil || try == maxTries || ctx.Err() != nil || !retryable(err, idempotent) {
 			return err
 		}
@@ -536,6 +543,57 @@ func (s *Store) inTx(ctx context.Context, idempotent bool, fn func(pgx.Tx) error
 		}
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// querier is what the statements of a transaction are sent through: a
+// pgx.Tx (inTx) or a connection whose BEGIN and COMMIT travel in batches
+// (inPipeTx).
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// inPipeTx is inTx for the transactions of claims and outcome batches,
+// without the two round trips of BEGIN and COMMIT: fn gets a batch that
+// holds BEGIN, which it must send, with statements of its own queued
+// after it, before it sends anything else; COMMIT is queued after the
+// batch fn returns (nil for none), and the two are sent together. A
+// transaction that fails is rolled back (or its connection, if that
+// fails, dropped from the pool). As with inTx, fn may run more than once.
+func (s *Store) inPipeTx(ctx context.Context, fn func(tx querier, first *pgx.Batch) (*pgx.Batch, error)) error {
+	return retrying(ctx, true, func() error { return s.pipeTxOnce(ctx, fn) })
+}
+
+// pipeTxOnce runs fn once for inPipeTx.
+func (s *Store) pipeTxOnce(ctx context.Context, fn func(tx querier, first *pgx.Batch) (*pgx.Batch, error)) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	var first pgx.Batch
+	first.Queue("BEGIN")
+	last, err := fn(conn, &first)
+	if err == nil {
+		if last == nil {
+			last = &pgx.Batch{}
+		}
+		last.Queue("COMMIT")
+		err = conn.SendBatch(ctx, last).Close()
+	}
+	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+		// A failed statement aborted the transaction, or fn stopped
+		// before COMMIT. Release would drop a connection still in a
+		// transaction; a ROLLBACK keeps it.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(rctx)
+		}
+	}
+	return err
 }
 
 // retryable reports whether a failed transaction may run again.
