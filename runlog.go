@@ -160,7 +160,13 @@ func start(st store.Store, cfg Config) *Runner {
 	}
 	r.base, r.cancelBase = context.WithCancelCause(context.Background())
 	st.SetNotify(store.Notify{Wake: r.signal, CancelAttempt: r.cancelAttempt})
-	const finishers = 1 // one batch per sync: it carries every outcome that ended during the last one
+	// One finisher for the journal: one batch per sync, it carries every
+	// outcome that ended during the last one. A store whose outcome batches
+	// are independent transactions says how many may run side by side.
+	finishers := 1
+	if f, ok := st.(interface{ Finishers() int }); ok {
+		finishers = max(f.Finishers(), 1)
+	}
 	r.finishersDone.Add(finishers)
 	for range finishers {
 		go r.finisher()

@@ -271,6 +271,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// Finishers tells the engine to settle outcomes with two Finish calls side
+// by side: each is a transaction on a connection of its own, and while one
+// waits for the database (its statements, its commit's WAL flush) the other
+// decides and encodes, so the two cores the database and the node share
+// are both at work. W1 processing at concurrency 256 (BenchmarkPostgresW1,
+// nodes=1) went from 9 700-11 000 to 12 000-12 800 jobs/s. Their claims
+// skip each other's rows (SKIP LOCKED), and a breaker they both change is
+// locked by one at a time.
+func (s *Store) Finishers() int { return 2 }
+
 // Node returns this node's id.
 func (s *Store) Node() string { return s.opts.Node }
 
