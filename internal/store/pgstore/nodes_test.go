@@ -339,3 +339,52 @@ func TestEnqueueWakesOtherNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatSkipsHeldRows: the heartbeat renews the leases of the rows
+// it can lock at once and skips those another transaction holds (an outcome
+// batch settling them) instead of waiting for it, which deadlocked with
+// outcome batches that lock the same rows in another order.
+func TestHeartbeatSkipsHeldRows(t *testing.T) {
+	ctx := context.Background()
+	a, _ := openTest(t, Options{Node: "a", Lease: 2 * time.Hour, Heartbeat: time.Hour, RescueEvery: time.Hour})
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 1}}
+	if _, err := a.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}, {Spec: spec, Due: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := a.Claim(ctx, 1000, store.Limits{Max: 2})
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	leases := func() (held, free time.Time) {
+		t.Helper()
+		if err := a.pool.QueryRow(ctx, "SELECT (SELECT lease_until FROM runlog_jobs WHERE id = $1), (SELECT lease_until FROM runlog_jobs WHERE id = $2)",
+			int64(cs[0].ID), int64(cs[1].ID)).Scan(&held, &free); err != nil {
+			t.Fatal(err)
+		}
+		return held, free
+	}
+	held0, free0 := leases()
+	tx, err := a.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM runlog_jobs WHERE id = $1 FOR UPDATE", int64(cs[0].ID)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // the database clock moves on
+	done := make(chan struct{})
+	go func() { a.heartbeat(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the heartbeat waited for a row another transaction holds")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held1, free1 := leases()
+	if !held1.Equal(held0) || !free1.After(free0) {
+		t.Fatalf("leases: held %v → %v (want unchanged), free %v → %v (want renewed)", held0, held1, free0, free1)
+	}
+}

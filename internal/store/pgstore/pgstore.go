@@ -471,8 +471,15 @@ func (s *Store) heartbeat() {
 		s.hbConn, err = pgx.Connect(s.ctx, s.url)
 	}
 	if err == nil {
+		// Rows another transaction holds are skipped, not waited for: an
+		// outcome batch of this node settling them (it would otherwise
+		// deadlock with the heartbeat, which locks rows in another order,
+		// and stall both for deadlock_timeout), or a rescue or cancel,
+		// after which the lease does not matter. A row skipped now and
+		// still running is renewed by the next heartbeat.
 		_, err = s.hbConn.Exec(s.ctx, `UPDATE runlog_jobs SET lease_until = clock_timestamp() + $3 * interval '1 millisecond'
-			WHERE id = ANY($1) AND state = 1 AND node = $2`, ids, s.opts.Node, s.opts.Lease.Milliseconds())
+			WHERE id IN (SELECT id FROM runlog_jobs WHERE id = ANY($1) AND state = 1 AND node = $2 FOR UPDATE SKIP LOCKED)`,
+			ids, s.opts.Node, s.opts.Lease.Milliseconds())
 	}
 	if err != nil && s.ctx.Err() == nil {
 		s.log.Warn("pgstore: lease heartbeat failed; other nodes rescue these attempts if it keeps failing past the lease", "err", err, "attempts", len(ids), "lease", s.opts.Lease)
