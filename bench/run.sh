@@ -158,7 +158,7 @@ if [ "$plan" = smoke ]; then
 	report_args+=(-command "bench/run.sh --smoke")
 else
 	report_args+=(
-		-note "Sizes: W1 runs runlog with N = 20000 as the issue asks, and each peer with N = 5000: the peers drain 150 to 6000 jobs/s here, and 20000 each would take the matrix well past its 15-minute budget (a smaller table is no handicap for a database-backed queue). W2 runs 10 s with 64 producers and 64 workers (as many producers as workers: with fewer, runlog is held back by its producers, each waiting ~2 ms for its durable enqueue), W2-paced 5 s at 100 jobs/s, W3 500 jobs, W4 2000 jobs at concurrency 16 with a 30 s window after the restart."
+		-note "Sizes: W1 runs runlog with N = 20000 as the issue asks, and each peer with N = 5000, runlog-pg too (it is compared with River on PostgreSQL, on tables of the same size): the peers drain 150 to 6000 jobs/s here, and 20000 each would take the matrix well past its 15-minute budget (a smaller table is no handicap for a database-backed queue). W2 runs 10 s with 64 producers and 64 workers (as many producers as workers: with fewer, runlog is held back by its producers, each waiting ~2 ms for its durable enqueue), W2-paced 5 s at 100 jobs/s, W3 500 jobs, W4 2000 jobs at concurrency 16 with a 30 s window after the restart."
 		-note "The machine has 2 cores shared with other work running at the same time (builds and tests), so single numbers carry noise of tens of percent; ratios of 2x or more are robust."
 		-note "Peak RSS is the child process that ran the jobs (the client side); the PostgreSQL and Redis servers' memory is not included."
 		-note "SQLite is modernc.org/sqlite (pure Go) for both SQLite peers; goqite's own tests use mattn/go-sqlite3 (cgo)."
