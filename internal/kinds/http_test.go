@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,41 @@ func TestCheckTargetIsHTTPTarget(t *testing.T) {
 		if err != nil || werr != nil || got != want {
 			t.Fatalf("%s: Check %q %v, HTTPTarget %q %v", u, got, err, want, werr)
 		}
+	}
+}
+
+// FuzzHTTPRequestUnmarshal: decoding a payload through UnmarshalJSON (the
+// fast path, or encoding/json when it declines) gives what encoding/json
+// alone gives, error or value, for any input.
+func FuzzHTTPRequestUnmarshal(f *testing.F) {
+	for _, s := range []string{
+		`{"url":"http://x/","method":"POST","headers":{"A":"b"},"body":"{\"k\":1}"}`,
+		`{"url":"http://x/"}`, `{}`, ` {"body":"\u00e9\n"} `, `{"url":"a","url":"b"}`, `{"URL":"x"}`,
+		`{"headers":null}`, `{"headers":{"a":"1","a":"2"}}`, `{"extra":1,"url":"x"}`, `null`, `[]`, `{"url":1}`,
+		`{"url":"x"} {}`, `{"body":"\ud83d\ude00"}`, "{\"body\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		type plain HTTPRequest
+		var want plain
+		werr := json.Unmarshal(data, &want)
+		var got HTTPRequest
+		gerr := json.Unmarshal(data, &got)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%q: encoding/json says %v, UnmarshalJSON %v", data, werr, gerr)
+		}
+		if werr == nil && !reflect.DeepEqual(HTTPRequest(want), got) {
+			t.Fatalf("%q:\nfast %#v\nstd  %#v", data, got, want)
+		}
+	})
+}
+
+// TestHTTPRequestFastPathTaken: AppendJSON's own output takes the fast path.
+func TestHTTPRequestFastPathTaken(t *testing.T) {
+	r := HTTPRequest{URL: "http://x/a", Method: "PUT", Headers: map[string]string{"A": "b\"c"}, Body: "{\"k\":\"é\"}\n"}
+	var got HTTPRequest
+	if !got.decodeFast(r.AppendJSON(nil)) || !reflect.DeepEqual(got, r) {
+		t.Fatalf("fast path on AppendJSON's output: %#v", got)
 	}
 }

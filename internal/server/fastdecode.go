@@ -1,6 +1,6 @@
 package server
 
-import "unicode/utf8"
+import "github.com/runlog/runlog/internal/jsonscan"
 
 // decodeFast decodes the common shape of a job request without reflection:
 // one JSON object with JobRequest's keys spelled exactly, each at most once;
@@ -13,19 +13,9 @@ import "unicode/utf8"
 // the largest cost of POST /v1/jobs after the network; this path takes a
 // fraction of encoding/json's time and allocations for it.
 func decodeFast(data []byte, req *JobRequest) bool {
-	s := fastScanner{b: data}
-	if !s.consume('{') {
-		return false
-	}
+	s := jsonscan.New(data)
 	var seen uint32
-	if s.consume('}') {
-		return s.end()
-	}
-	for {
-		key, ok := s.str()
-		if !ok || !s.consume(':') {
-			return false
-		}
+	ok := s.Object(func(key string) bool {
 		bit, ok := fieldBits[key]
 		if !ok || seen&bit != 0 {
 			return false // unknown (or not exactly spelled) or repeated
@@ -33,42 +23,35 @@ func decodeFast(data []byte, req *JobRequest) bool {
 		seen |= bit
 		switch bit {
 		case fKind:
-			req.Kind, ok = s.str()
+			req.Kind, ok = s.Text()
 		case fURL:
-			req.URL, ok = s.str()
+			req.URL, ok = s.Text()
 		case fMethod:
-			req.Method, ok = s.str()
+			req.Method, ok = s.Text()
 		case fBody:
-			req.Body, ok = s.str()
+			req.Body, ok = s.Text()
 		case fCommand:
-			req.Command, ok = s.str()
+			req.Command, ok = s.Text()
 		case fStdin:
-			req.Stdin, ok = s.str()
+			req.Stdin, ok = s.Text()
 		case fKey:
-			req.Key, ok = s.str()
+			req.Key, ok = s.Text()
 		case fRunAt:
-			req.RunAt, ok = s.str()
+			req.RunAt, ok = s.Text()
 		case fTarget:
-			req.Target, ok = s.str()
+			req.Target, ok = s.Text()
 		case fTimeout:
-			req.Timeout, ok = s.str()
+			req.Timeout, ok = s.Text()
 		case fHeaders:
-			req.Headers, ok = s.stringMap()
+			req.Headers, ok = s.StringMap()
 		case fArgs:
-			req.Args, ok = s.stringArray()
+			req.Args, ok = s.StringArray()
 		case fRetry:
-			req.Retry, ok = s.retry()
+			req.Retry, ok = decodeRetry(s)
 		}
-		if !ok {
-			return false
-		}
-		if s.consume('}') {
-			return s.end()
-		}
-		if !s.consume(',') {
-			return false
-		}
-	}
+		return ok
+	})
+	return ok && s.End()
 }
 
 // The fields of JobRequest, one bit each.
@@ -94,255 +77,37 @@ var fieldBits = map[string]uint32{
 	"target": fTarget, "timeout": fTimeout, "retry": fRetry,
 }
 
-// fastScanner reads the subset of JSON decodeFast accepts.
-type fastScanner struct {
-	b []byte
-	i int
-}
-
-func (s *fastScanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// consume skips white space and then c, if c is next.
-func (s *fastScanner) consume(c byte) bool {
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// end reports whether only white space is left.
-func (s *fastScanner) end() bool {
-	s.space()
-	return s.i == len(s.b)
-}
-
-// str reads a string in valid UTF-8 with no control character, whose
-// escapes are the simple ones or \u of a character outside the surrogate
-// range.
-func (s *fastScanner) str() (string, bool) {
-	if !s.consume('"') {
-		return "", false
-	}
-	start, ascii := s.i, true
-	for j := start; j < len(s.b); j++ {
-		switch c := s.b[j]; {
-		case c == '"':
-			v := s.b[start:j]
-			if !ascii && !utf8.Valid(v) {
-				return "", false
-			}
-			s.i = j + 1
-			return string(v), true
-		case c == '\\':
-			return s.escaped(start, j)
-		case c < 0x20:
-			return "", false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return "", false
-}
-
-// escaped goes on with a string from its first backslash at j.
-func (s *fastScanner) escaped(start, j int) (string, bool) {
-	out := make([]byte, 0, 2*(j-start)+16)
-	out = append(out, s.b[start:j]...)
-	for j < len(s.b) {
-		c := s.b[j]
-		switch {
-		case c == '"':
-			if !utf8.Valid(out) {
-				return "", false
-			}
-			s.i = j + 1
-			return string(out), true
-		case c < 0x20:
-			return "", false
-		case c != '\\':
-			out = append(out, c)
-			j++
-			continue
-		}
-		if j+1 >= len(s.b) {
-			return "", false
-		}
-		switch e := s.b[j+1]; e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			if j+6 > len(s.b) {
-				return "", false
-			}
-			r, ok := hex4(s.b[j+2 : j+6])
-			if !ok || (r >= 0xD800 && r <= 0xDFFF) {
-				return "", false // surrogates: encoding/json's rules apply
-			}
-			out = utf8.AppendRune(out, r)
-			j += 4
-		default:
-			return "", false
-		}
-		j += 2
-	}
-	return "", false
-}
-
-// hex4 reads four hexadecimal digits.
-func hex4(b []byte) (rune, bool) {
-	var r rune
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
-
-// stringMap reads an object of strings (keys and values as str reads them).
-func (s *fastScanner) stringMap() (map[string]string, bool) {
-	if !s.consume('{') {
-		return nil, false
-	}
-	m := make(map[string]string)
-	if s.consume('}') {
-		return m, true
-	}
-	for {
-		k, ok := s.str()
-		if !ok || !s.consume(':') {
-			return nil, false
-		}
-		v, ok := s.str()
-		if !ok {
-			return nil, false
-		}
-		if _, dup := m[k]; dup {
-			return nil, false
-		}
-		m[k] = v
-		if s.consume('}') {
-			return m, true
-		}
-		if !s.consume(',') {
-			return nil, false
-		}
-	}
-}
-
-// stringArray reads an array of strings.
-func (s *fastScanner) stringArray() ([]string, bool) {
-	if !s.consume('[') {
-		return nil, false
-	}
-	a := []string{}
-	if s.consume(']') {
-		return a, true
-	}
-	for {
-		v, ok := s.str()
-		if !ok {
-			return nil, false
-		}
-		a = append(a, v)
-		if s.consume(']') {
-			return a, true
-		}
-		if !s.consume(',') {
-			return nil, false
-		}
-	}
-}
-
-// retry reads a retry object: attempts as a plain integer, the durations as
-// strings, each at most once.
-func (s *fastScanner) retry() (*RetryRequest, bool) {
-	if !s.consume('{') {
-		return nil, false
-	}
+// decodeRetry reads a retry object: attempts as a plain integer, the
+// durations as strings, each at most once.
+func decodeRetry(s *jsonscan.Scanner) (*RetryRequest, bool) {
 	r := &RetryRequest{}
-	if s.consume('}') {
-		return r, true
-	}
 	var seen [4]bool
-	for {
-		k, ok := s.str()
-		if !ok || !s.consume(':') {
-			return nil, false
-		}
-		var f int
+	ok := s.Object(func(k string) bool {
+		var (
+			f  int
+			ok bool
+		)
 		switch k {
 		case "attempts":
-			r.Attempts, ok = s.smallInt()
+			r.Attempts, ok = s.SmallInt()
 		case "base":
 			f = 1
-			r.Base, ok = s.str()
+			r.Base, ok = s.Text()
 		case "cap":
 			f = 2
-			r.Cap, ok = s.str()
+			r.Cap, ok = s.Text()
 		case "deadline":
 			f = 3
-			r.Deadline, ok = s.str()
-		default:
-			return nil, false
+			r.Deadline, ok = s.Text()
 		}
 		if !ok || seen[f] {
-			return nil, false
+			return false
 		}
 		seen[f] = true
-		if s.consume('}') {
-			return r, true
-		}
-		if !s.consume(',') {
-			return nil, false
-		}
+		return true
+	})
+	if !ok {
+		return nil, false
 	}
-}
-
-// smallInt reads a non-negative integer of at most 9 digits with no leading
-// zero, fraction or exponent.
-func (s *fastScanner) smallInt() (int, bool) {
-	s.space()
-	n, digits := 0, 0
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		if digits == 9 || (digits == 1 && n == 0) {
-			return 0, false
-		}
-		n = n*10 + int(s.b[s.i]-'0')
-		digits++
-		s.i++
-	}
-	if digits == 0 || (s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E')) {
-		return 0, false
-	}
-	return n, true
+	return r, true
 }
