@@ -95,6 +95,7 @@ func (m *sim) replay() {
 		m.t.Fatalf("live differs from replay of %d ops: %s", len(m.journal), diff)
 	}
 	m.snapshotReplay()
+	m.frozenSnapshot()
 }
 
 // snapshotReplay folds a random prefix of the journal, snapshots that
@@ -124,6 +125,43 @@ func (m *sim) snapshotReplay() {
 	}
 	if ok, diff := m.live.Equal(restored); !ok {
 		m.t.Fatalf("snapshot after %d of %d ops + tail differs from live: %s", k, len(m.journal), diff)
+	}
+}
+
+// frozenSnapshot freezes a state after a random prefix of the journal,
+// applies the rest to it, and encodes the frozen state in random chunks:
+// the bytes are those of a snapshot of the prefix alone, and thawing
+// leaves the live state unharmed.
+func (m *sim) frozenSnapshot() {
+	k := rapid.IntRange(0, len(m.journal)).Draw(m.t, "freezeAt")
+	prefix, live := New(m.cfg), New(m.cfg)
+	for _, b := range m.journal[:k] {
+		op, _ := Decode(b)
+		prefix.Apply(&op)
+		op2, _ := Decode(b)
+		live.Apply(&op2)
+	}
+	want := prefix.AppendSnapshot(nil)
+	f := live.Freeze()
+	got := f.AppendHeader(nil)
+	i := 0
+	for _, b := range m.journal[k:] {
+		op, _ := Decode(b)
+		live.Apply(&op)
+		if i < f.Len() {
+			n := rapid.IntRange(0, f.Len()-i).Draw(m.t, "chunk")
+			got = f.AppendJobs(got, i, i+n)
+			i += n
+		}
+	}
+	got = f.AppendJobs(got, i, f.Len())
+	got = f.AppendTrailer(got)
+	live.Thaw()
+	if !bytes.Equal(got, want) {
+		m.t.Fatalf("frozen after %d of %d ops: the snapshot differs from the prefix's", k, len(m.journal))
+	}
+	if ok, diff := m.live.Equal(live); !ok {
+		m.t.Fatalf("frozen after %d of %d ops: the live state differs: %s", k, len(m.journal), diff)
 	}
 }
 

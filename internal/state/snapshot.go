@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/runlog/runlog/retry"
 )
@@ -61,46 +62,79 @@ func (s *State) WriteSnapshot(w io.Writer) (int64, error) {
 // not nil) each time it holds snapshotChunk bytes or more.
 func (s *State) encodeSnapshot(dst []byte, flush func([]byte) ([]byte, error)) ([]byte, error) {
 	var err error
-	dst = append(dst, SnapshotVersion)
-	dst = putUvarint(dst, s.nextID)
-	dst = putUvarint(dst, uint64(len(s.jobs)))
+	dst = appendSnapshotHeader(dst, s.nextID, len(s.jobs))
 	for _, j := range s.jobs {
-		dst = putUvarint(dst, j.ID)
-		dst = append(dst, byte(j.State))
-		dst = putVarint(dst, j.Due)
-		dst = putVarint(dst, j.FirstDue)
-		dst = putVarint(dst, j.EnqueuedAt)
-		dst = putVarint(dst, j.FinishedAt)
-		dst = putUvarint(dst, uint64(j.Fails))
-		dst = putUvarint(dst, uint64(j.Started))
-		dst = putString(dst, j.LastError)
-		dst = putString(dst, j.Reason)
-		dst = putSpec(dst, j.Spec)
-		dst = putUvarint(dst, uint64(len(j.Attempts)))
-		for _, a := range j.Attempts {
-			dst = putUvarint(dst, uint64(a.N))
-			dst = putVarint(dst, a.StartedAt)
-			dst = putVarint(dst, a.EndedAt)
-			ended := byte(0)
-			if a.Ended {
-				ended = 1
-			}
-			dst = append(dst, byte(a.Class), ended)
-			dst = putString(dst, a.Error)
-			dst = putBytes(dst, a.Output)
-		}
+		dst = appendSnapshotJob(dst, j)
 		if flush != nil && len(dst) >= snapshotChunk {
 			if dst, err = flush(dst); err != nil {
 				return dst, err
 			}
 		}
 	}
-	var targets []string
-	s.Targets(func(t string, _ retry.Breaker) bool { targets = append(targets, t); return true })
-	dst = putUvarint(dst, uint64(len(targets)))
-	for _, t := range targets {
-		b := s.breakers[t]
-		dst = putString(dst, t)
+	return appendSnapshotBreakers(dst, s.breakerList()), nil
+}
+
+// appendSnapshotHeader appends the snapshot's version, next id and job
+// count.
+func appendSnapshotHeader(dst []byte, nextID uint64, jobs int) []byte {
+	dst = append(dst, SnapshotVersion)
+	dst = putUvarint(dst, nextID)
+	return putUvarint(dst, uint64(jobs))
+}
+
+// appendSnapshotJob appends one job of a snapshot.
+func appendSnapshotJob(dst []byte, j *Job) []byte {
+	dst = putUvarint(dst, j.ID)
+	dst = append(dst, byte(j.State))
+	dst = putVarint(dst, j.Due)
+	dst = putVarint(dst, j.FirstDue)
+	dst = putVarint(dst, j.EnqueuedAt)
+	dst = putVarint(dst, j.FinishedAt)
+	dst = putUvarint(dst, uint64(j.Fails))
+	dst = putUvarint(dst, uint64(j.Started))
+	dst = putString(dst, j.LastError)
+	dst = putString(dst, j.Reason)
+	dst = putSpec(dst, j.Spec)
+	dst = putUvarint(dst, uint64(len(j.Attempts)))
+	for _, a := range j.Attempts {
+		dst = putUvarint(dst, uint64(a.N))
+		dst = putVarint(dst, a.StartedAt)
+		dst = putVarint(dst, a.EndedAt)
+		ended := byte(0)
+		if a.Ended {
+			ended = 1
+		}
+		dst = append(dst, byte(a.Class), ended)
+		dst = putString(dst, a.Error)
+		dst = putBytes(dst, a.Output)
+	}
+	return dst
+}
+
+// namedBreaker is a breaker with its target.
+type namedBreaker struct {
+	target string
+	b      retry.Breaker
+}
+
+// breakerList returns the breakers that are not the zero one, in target
+// order, each with its own copy of its failure times.
+func (s *State) breakerList() []namedBreaker {
+	var out []namedBreaker
+	s.Targets(func(t string, b retry.Breaker) bool {
+		b.Fails = slices.Clone(b.Fails)
+		out = append(out, namedBreaker{t, b})
+		return true
+	})
+	return out
+}
+
+// appendSnapshotBreakers appends the breakers section of a snapshot.
+func appendSnapshotBreakers(dst []byte, breakers []namedBreaker) []byte {
+	dst = putUvarint(dst, uint64(len(breakers)))
+	for _, nb := range breakers {
+		b := nb.b
+		dst = putString(dst, nb.target)
 		dst = append(dst, byte(b.State))
 		dst = putUvarint(dst, uint64(len(b.Fails)))
 		for _, f := range b.Fails {
@@ -109,7 +143,7 @@ func (s *State) encodeSnapshot(dst []byte, flush func([]byte) ([]byte, error)) (
 		dst = putVarint(dst, b.Until)
 		dst = putUvarint(dst, uint64(b.Busy))
 	}
-	return dst, nil
+	return dst
 }
 
 // FromSnapshot rebuilds a state from a body written by AppendSnapshot. It

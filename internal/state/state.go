@@ -64,6 +64,9 @@ type State struct {
 	// lastLoad caches load[lastLoadTarget]: runs of one target are common.
 	lastLoad       *Counts
 	lastLoadTarget string
+	// frozen, while a snapshot of the state as it was is being written,
+	// keeps the first pre-change copy of each job an op changes.
+	frozen *Frozen
 }
 
 // New returns an empty state.
@@ -95,6 +98,11 @@ func New(cfg Config) *State {
 // Apply copies op.Spec but shares its Payload, and keeps op.Output: the
 // caller must not modify those bytes afterwards.
 func (s *State) Apply(op *Op) {
+	if s.frozen != nil && op.Kind != OpEnqueue && op.Kind != OpExpire {
+		// Every other op changes at most its own job (expire only drops
+		// jobs from the live state, which the frozen one still holds).
+		s.preserve(op.ID)
+	}
 	switch op.Kind {
 	case OpEnqueue:
 		s.enqueue(op)

@@ -73,7 +73,10 @@ type Store struct {
 	ckpt      *checkpointer
 	retention *state.Retention
 	failed    error // guarded by mu: first journal failure, sticky
-	closed    bool  // guarded by mu
+	// appended is the sequence number of the last record handed to the
+	// journal (durable or not yet): the last op the state reflects.
+	appended uint64 // guarded by mu
+	closed   bool   // guarded by mu
 }
 
 var _ store.Store = (*Store)(nil)
@@ -124,7 +127,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		j.Close()
 		return nil, fmt.Errorf("embedded: %s: snapshot %d does not fit the journal, which ends at record %d; run `runlog journal verify %s`", dir, base.Seq, j.LastSeq(), dir)
 	}
-	s := &Store{st: st, j: j, ckpt: ck, retention: opts.Retention}
+	s := &Store{st: st, j: j, ckpt: ck, retention: opts.Retention, appended: last}
 	ck.s = s
 	ck.lastSeq = base.Seq
 	if base.Path != "" {
@@ -307,6 +310,7 @@ func (s *Store) journalLocked(ops []state.Op) func() error {
 		start = end
 	}
 	done := make(chan error, 1)
+	s.appended += uint64(len(recs))
 	s.j.AppendAsync(recs, func(_ journal.Position, err error) { done <- err })
 	return func() error {
 		err := <-done
