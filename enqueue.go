@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/runlog/runlog/internal/state"
@@ -126,7 +127,13 @@ func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueR
 	for i, e := range res {
 		out[i] = EnqueueResult{ID: e.ID, Existing: e.Existing}
 	}
-	r.signal()
+	due := int64(math.MaxInt64)
+	for _, j := range jobs {
+		due = min(due, j.Due)
+	}
+	if due < r.wakeAt.Load() {
+		r.signal()
+	}
 	return out, nil
 }
 

@@ -50,9 +50,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runlog/runlog/internal/journal"
@@ -76,7 +78,11 @@ type Runner struct {
 	st  store.Store
 	log *slog.Logger
 
-	wake     chan struct{} // capacity 1: a dispatcher wake-up is pending
+	wake chan struct{} // capacity 1: a dispatcher wake-up is pending
+	// wakeAt is the due time (ms) the dispatcher sleeps until, or
+	// math.MaxInt64 while it is awake or has no timer: an enqueue wakes it
+	// only for a job due before that (see dispatch).
+	wakeAt   atomic.Int64
 	stop     chan struct{} // closed by Close: start no more attempts
 	stopOnce sync.Once
 
@@ -171,6 +177,7 @@ func start(st store.Store, cfg Config) *Runner {
 	for range finishers {
 		go r.finisher()
 	}
+	r.wakeAt.Store(math.MaxInt64)
 	go r.dispatch()
 	go r.janitor()
 	return r
@@ -269,6 +276,12 @@ const maxSleep = time.Minute
 func (r *Runner) dispatch() {
 	defer close(r.dispatcherDone)
 	for {
+		// Awake, every enqueue signals. Asleep until next, only an enqueue
+		// of a job due before next does (jobs scheduled for later need no
+		// look now). No wake-up is lost: an enqueue applies its jobs before
+		// it reads wakeAt, and the dispatcher sets wakeAt to next only after
+		// it read next; an enqueue that read the old value signalled.
+		r.wakeAt.Store(math.MaxInt64)
 		var timer <-chan time.Time
 		stopTimer := func() bool { return false }
 		if next, ok := r.st.NextDue(); ok {
@@ -281,6 +294,7 @@ func (r *Runner) dispatch() {
 				// Otherwise due work waits for a free slot, which an ending
 				// attempt signals.
 			} else {
+				r.wakeAt.Store(next)
 				timer, stopTimer = r.cfg.Clock.NewTimer(min(time.Duration(next-now)*time.Millisecond, maxSleep))
 			}
 		}

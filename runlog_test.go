@@ -535,3 +535,32 @@ func TestRetentionDropsExpiredJobs(t *testing.T) {
 		t.Fatal("the audit job, kept forever, was dropped")
 	}
 }
+
+// TestEarlierJobWakesSleepingDispatcher: while the dispatcher sleeps until
+// a job due in an hour, an enqueue of a job due now wakes it (an enqueue
+// only signals for jobs due before the dispatcher's wake-up time), and one
+// due later still runs in its turn.
+func TestEarlierJobWakesSleepingDispatcher(t *testing.T) {
+	ran := make(chan string, 4)
+	r := openRunner(t, t.TempDir(), runlog.Config{Handlers: map[string]runlog.Handler{
+		"k": runlog.Handle(func(_ context.Context, p []byte) error { ran <- string(p); return nil }),
+	}})
+	ctx := context.Background()
+	if _, err := r.Enqueue(ctx, "k", []byte("later"), runlog.RunIn(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		time.Sleep(time.Millisecond) // let the dispatcher arm its hour-long timer
+		if _, err := r.Enqueue(ctx, "k", []byte("soon"), runlog.RunIn(time.Duration(round%3)*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-ran:
+			if got != "soon" {
+				t.Fatalf("round %d: %q ran", round, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a job due now did not run while the dispatcher slept until a job due in an hour", round)
+		}
+	}
+}

@@ -51,9 +51,13 @@ func newHTTPServer(api *API, cfg Config) *fasthttp.Server {
 		IdleTimeout:  2 * time.Minute,
 		// A body over the limit, or chunked, is handed over as a stream,
 		// which boundBody reads within the limit (or refuses).
-		MaxRequestBodySize:    int(cfg.MaxBody),
-		StreamRequestBody:     true,
-		ReadBufferSize:        MaxHeaderBytes,
+		MaxRequestBodySize: int(cfg.MaxBody),
+		StreamRequestBody:  true,
+		ReadBufferSize:     MaxHeaderBytes,
+		// Buffers (64 KiB to read, for the header limit) go back to a pool
+		// while a connection is idle, so that idle keep-alive connections
+		// cost little memory.
+		ReduceMemoryUsage:     true,
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
 		// The dashboard's forms are URL-encoded; nothing is multipart.
