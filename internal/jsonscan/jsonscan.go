@@ -6,7 +6,10 @@
 // encoding/json's result.
 package jsonscan
 
-import "unicode/utf8"
+import (
+	"slices"
+	"unicode/utf8"
+)
 
 // Scanner reads JSON of the common shapes only: strings with simple
 // escapes, objects and arrays of them, small integers. Each method reports
@@ -170,6 +173,21 @@ func (s *Scanner) Object(member func(key string) bool) bool {
 			return false
 		}
 	}
+}
+
+// Fields reads an object whose keys are among names, each at most once
+// (exact spelling), calling read with the key's index in names to read its
+// value. An unknown or repeated key declines.
+func (s *Scanner) Fields(names []string, read func(i int) bool) bool {
+	var seen uint64
+	return s.Object(func(k string) bool {
+		i := slices.Index(names, k)
+		if i < 0 || i >= 64 || seen&(1<<i) != 0 {
+			return false
+		}
+		seen |= 1 << i
+		return read(i)
+	})
 }
 
 // StringMap reads an object of strings (keys and values as Text reads

@@ -139,32 +139,22 @@ func (r *HTTPRequest) UnmarshalJSON(b []byte) error {
 // decodeFast reads an object with HTTPRequest's exact keys, each once, and
 // string values; it changes r only if it reports true.
 func (r *HTTPRequest) decodeFast(b []byte) bool {
+	httpFields := [...]string{"url", "method", "headers", "body"}
 	s := jsonscan.New(b)
 	out := *r
-	var seen [4]bool
-	ok := s.Object(func(k string) bool {
-		var (
-			f  int
-			ok bool
-		)
-		switch k {
-		case "url":
+	ok := s.Fields(httpFields[:], func(i int) bool {
+		var ok bool
+		switch i {
+		case 0:
 			out.URL, ok = s.Text()
-		case "method":
-			f = 1
+		case 1:
 			out.Method, ok = s.Text()
-		case "headers":
-			f = 2
+		case 2:
 			out.Headers, ok = s.StringMap()
-		case "body":
-			f = 3
+		case 3:
 			out.Body, ok = s.Text()
 		}
-		if !ok || seen[f] {
-			return false
-		}
-		seen[f] = true
-		return true
+		return ok
 	})
 	if !ok || !s.End() {
 		return false

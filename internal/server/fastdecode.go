@@ -14,39 +14,34 @@ import "github.com/runlog/runlog/internal/jsonscan"
 // fraction of encoding/json's time and allocations for it.
 func decodeFast(data []byte, req *JobRequest) bool {
 	s := jsonscan.New(data)
-	var seen uint32
-	ok := s.Object(func(key string) bool {
-		bit, ok := fieldBits[key]
-		if !ok || seen&bit != 0 {
-			return false // unknown (or not exactly spelled) or repeated
-		}
-		seen |= bit
-		switch bit {
-		case fKind:
+	ok := s.Fields(jobFields, func(i int) bool {
+		var ok bool
+		switch jobFields[i] {
+		case "kind":
 			req.Kind, ok = s.Text()
-		case fURL:
+		case "url":
 			req.URL, ok = s.Text()
-		case fMethod:
+		case "method":
 			req.Method, ok = s.Text()
-		case fBody:
+		case "body":
 			req.Body, ok = s.Text()
-		case fCommand:
+		case "command":
 			req.Command, ok = s.Text()
-		case fStdin:
+		case "stdin":
 			req.Stdin, ok = s.Text()
-		case fKey:
+		case "key":
 			req.Key, ok = s.Text()
-		case fRunAt:
+		case "run_at":
 			req.RunAt, ok = s.Text()
-		case fTarget:
+		case "target":
 			req.Target, ok = s.Text()
-		case fTimeout:
+		case "timeout":
 			req.Timeout, ok = s.Text()
-		case fHeaders:
+		case "headers":
 			req.Headers, ok = s.StringMap()
-		case fArgs:
+		case "args":
 			req.Args, ok = s.StringArray()
-		case fRetry:
+		case "retry":
 			req.Retry, ok = decodeRetry(s)
 		}
 		return ok
@@ -54,57 +49,29 @@ func decodeFast(data []byte, req *JobRequest) bool {
 	return ok && s.End()
 }
 
-// The fields of JobRequest, one bit each.
-const (
-	fKind uint32 = 1 << iota
-	fURL
-	fMethod
-	fHeaders
-	fBody
-	fCommand
-	fArgs
-	fStdin
-	fKey
-	fRunAt
-	fTarget
-	fTimeout
-	fRetry
-)
+// jobFields are JobRequest's JSON keys.
+var jobFields = []string{"kind", "url", "method", "headers", "body", "command", "args", "stdin", "key", "run_at", "target", "timeout", "retry"}
 
-var fieldBits = map[string]uint32{
-	"kind": fKind, "url": fURL, "method": fMethod, "headers": fHeaders, "body": fBody,
-	"command": fCommand, "args": fArgs, "stdin": fStdin, "key": fKey, "run_at": fRunAt,
-	"target": fTarget, "timeout": fTimeout, "retry": fRetry,
-}
+// retryFields are RetryRequest's JSON keys, in decodeRetry's order.
+var retryFields = []string{"attempts", "base", "cap", "deadline"}
 
 // decodeRetry reads a retry object: attempts as a plain integer, the
 // durations as strings, each at most once.
 func decodeRetry(s *jsonscan.Scanner) (*RetryRequest, bool) {
 	r := &RetryRequest{}
-	var seen [4]bool
-	ok := s.Object(func(k string) bool {
-		var (
-			f  int
-			ok bool
-		)
-		switch k {
-		case "attempts":
+	ok := s.Fields(retryFields, func(i int) bool {
+		var ok bool
+		switch i {
+		case 0:
 			r.Attempts, ok = s.SmallInt()
-		case "base":
-			f = 1
+		case 1:
 			r.Base, ok = s.Text()
-		case "cap":
-			f = 2
+		case 2:
 			r.Cap, ok = s.Text()
-		case "deadline":
-			f = 3
+		case 3:
 			r.Deadline, ok = s.Text()
 		}
-		if !ok || seen[f] {
-			return false
-		}
-		seen[f] = true
-		return true
+		return ok
 	})
 	if !ok {
 		return nil, false

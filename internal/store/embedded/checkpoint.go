@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"time"
 
@@ -56,7 +55,7 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 		if err == nil {
 			if body.Seq != in.Seq {
 				err = fmt.Errorf("%w: %s covers record %d, its name says %d", snapshot.ErrCorrupt, in.Path, body.Seq, in.Seq)
-			} else if st, err = state.FromSnapshotReader(cfg, yieldingReader{body}, body.Size); err != nil {
+			} else if st, err = state.FromSnapshotReader(cfg, body, body.Size); err != nil {
 				err = fmt.Errorf("%s: %w", in.Path, err)
 			}
 			body.Close()
@@ -80,9 +79,6 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 		}
 		st.Apply(&op)
 		last = pos.Seq
-		if last%yieldEvery == 0 {
-			runtime.Gosched()
-		}
 		return nil
 	})
 	if errors.Is(err, errStop) {
@@ -107,23 +103,6 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 		return nil, 0, base, fmt.Errorf("embedded: %s holds records up to %d only, not %d", dir, last, upTo)
 	}
 	return st, last, base, nil
-}
-
-// yieldEvery is how many records a rebuild applies between two yields of
-// its processor. A rebuild of a large state is seconds of work on one
-// goroutine; yielding often lets the goroutines that serve dispatch, woken
-// by a sync, run within a fraction of a millisecond instead of waiting up
-// to the scheduler's 10 ms preemption tick (runtime.Gosched returns at once
-// when nothing else is runnable, as at Open).
-const yieldEvery = 1024
-
-// yieldingReader yields the processor before each read of a snapshot body
-// (1 MiB at a time), for the same reason.
-type yieldingReader struct{ r io.Reader }
-
-func (y yieldingReader) Read(p []byte) (int, error) {
-	runtime.Gosched()
-	return y.r.Read(p)
 }
 
 // checkpointer writes snapshots in the background and drops the journal
