@@ -29,6 +29,11 @@ import (
 // exist; one whose transaction commits runs, woken by the commit's
 // notification (the fallback poll is an hour); invalid requests are refused
 // with the runner's sentinels; a key is held within the transaction.
+
+// attemptsSQL is a job row's attempts as one JSON array, oldest first: its
+// history column and then its latest attempt (schema version 3).
+const attemptsSQL = "(history || CASE WHEN latest IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(latest::jsonb) END)"
+
 func TestEnqueueTx(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.URL(t)
@@ -547,7 +552,7 @@ func TestPostgresMultiNode(t *testing.T) {
 			continue
 		}
 		var hist string
-		c.db.QueryRow(ctx, "SELECT history::text FROM runlog_jobs WHERE id = $1", o.job).Scan(&hist)
+		c.db.QueryRow(ctx, "SELECT "+attemptsSQL+"::text FROM runlog_jobs WHERE id = $1", o.job).Scan(&hist)
 		if o.after == nil {
 			late = append(late, fmt.Sprintf("job %d of %s: never ran again; history %s", o.job, o.owner, hist))
 		} else {
@@ -607,7 +612,7 @@ func TestPostgresStaleNode(t *testing.T) {
 	c.waitDB("the job to succeed", 1, "SELECT count(*) FROM runlog_jobs WHERE id = $1 AND state = 2", int64(res.ID))
 
 	var hist []byte
-	if err := c.db.QueryRow(ctx, "SELECT history FROM runlog_jobs WHERE id = $1", int64(res.ID)).Scan(&hist); err != nil {
+	if err := c.db.QueryRow(ctx, "SELECT "+attemptsSQL+" FROM runlog_jobs WHERE id = $1", int64(res.ID)).Scan(&hist); err != nil {
 		t.Fatal(err)
 	}
 	var attempts []struct {

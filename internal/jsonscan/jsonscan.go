@@ -1,6 +1,7 @@
 // Package jsonscan reads the common shapes of small JSON documents without
 // reflection, for the fast paths of hot decoders (a job request at the API,
-// an http job's payload at each delivery). It accepts a strict subset of
+// an http job's payload at each delivery), and writes JSON strings
+// (AppendString) for the matching encoders. It accepts a strict subset of
 // JSON and declines the rest; callers fall back to encoding/json, and a
 // differential fuzz test next to each caller holds the fast path to
 // encoding/json's result.
@@ -249,4 +250,59 @@ func (s *Scanner) SmallInt() (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// AppendString appends s as a JSON string the way encoding/json does
+// with HTML escaping off: invalid UTF-8 becomes U+FFFD, and U+2028 and
+// U+2029 are escaped.
+func AppendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }

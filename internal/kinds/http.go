@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/jsonscan"
@@ -168,10 +167,10 @@ func (r *HTTPRequest) decodeFast(b []byte) bool {
 // server encodes one per POST /v1/jobs.
 func (r *HTTPRequest) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"url":`...)
-	dst = appendJSONString(dst, r.URL)
+	dst = jsonscan.AppendString(dst, r.URL)
 	if r.Method != "" {
 		dst = append(dst, `,"method":`...)
-		dst = appendJSONString(dst, r.Method)
+		dst = jsonscan.AppendString(dst, r.Method)
 	}
 	if len(r.Headers) > 0 {
 		dst = append(dst, `,"headers":{`...)
@@ -184,72 +183,17 @@ func (r *HTTPRequest) AppendJSON(dst []byte) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, k)
+			dst = jsonscan.AppendString(dst, k)
 			dst = append(dst, ':')
-			dst = appendJSONString(dst, r.Headers[k])
+			dst = jsonscan.AppendString(dst, r.Headers[k])
 		}
 		dst = append(dst, '}')
 	}
 	if r.Body != "" {
 		dst = append(dst, `,"body":`...)
-		dst = appendJSONString(dst, r.Body)
+		dst = jsonscan.AppendString(dst, r.Body)
 	}
 	return append(dst, '}')
-}
-
-// appendJSONString appends s as a JSON string the way encoding/json does
-// with HTML escaping off: invalid UTF-8 becomes U+FFFD, and U+2028 and
-// U+2029 are escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // HTTPTarget returns the breaker key of an http job: the URL's

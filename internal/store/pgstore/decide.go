@@ -1,6 +1,10 @@
 package pgstore
 
 import (
+	"encoding/base64"
+	"strconv"
+
+	"github.com/runlog/runlog/internal/jsonscan"
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/retry"
 )
@@ -25,6 +29,40 @@ type attempt struct {
 	Error     string      `json:"err,omitempty"`
 	Output    []byte      `json:"out,omitempty"`
 	Node      string      `json:"node"`
+}
+
+// appendAttempt appends a as JSON (the attempt type's encoding/json field
+// names, omitting the same empty fields) without reflection: every start
+// and every outcome writes one (FuzzAppendAttempt holds it to decoding
+// back to a).
+func appendAttempt(b []byte, a attempt) []byte {
+	b = append(b, `{"n":`...)
+	b = strconv.AppendUint(b, uint64(a.N), 10)
+	b = append(b, `,"s":`...)
+	b = strconv.AppendInt(b, a.StartedAt, 10)
+	if a.EndedAt != 0 {
+		b = append(b, `,"e":`...)
+		b = strconv.AppendInt(b, a.EndedAt, 10)
+	}
+	if a.Class != 0 {
+		b = append(b, `,"c":`...)
+		b = strconv.AppendUint(b, uint64(a.Class), 10)
+	}
+	if a.Ended {
+		b = append(b, `,"d":true`...)
+	}
+	if a.Error != "" {
+		b = append(b, `,"err":`...)
+		b = jsonscan.AppendString(b, a.Error)
+	}
+	if len(a.Output) > 0 {
+		b = append(b, `,"out":"`...)
+		b = base64.StdEncoding.AppendEncode(b, a.Output)
+		b = append(b, '"')
+	}
+	b = append(b, `,"node":`...)
+	b = jsonscan.AppendString(b, a.Node)
+	return append(b, '}')
 }
 
 // jobRow is a job as read from runlog_jobs.

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,7 +31,7 @@ const maxRequeue = 1000
 
 // jobCols are the columns scanRow reads, in order.
 const jobCols = `id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
-	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, node`
+	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, latest, node`
 
 // jobColsNoPayload are jobCols without the payload (read as NULL), for the
 // transactions that settle attempts and do not need it.
@@ -43,19 +44,62 @@ func scanRow(row pgx.Row) (*jobRow, error) {
 		id, started int64
 		st          int16
 		hist        []byte
+		latest      *string
 	)
 	p := &r.spec.Policy
 	err := row.Scan(&id, &st, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &r.spec.Key,
 		&p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS, &r.spec.TimeoutMS,
-		&r.due, &r.firstDue, &r.enqueuedAt, &r.finishedAt, &r.fails, &started, &r.lastError, &r.reason, &hist, &r.node)
+		&r.due, &r.firstDue, &r.enqueuedAt, &r.finishedAt, &r.fails, &started, &r.lastError, &r.reason, &hist, &latest, &r.node)
 	if err != nil {
 		return nil, err
 	}
 	r.id, r.st, r.started = uint64(id), state.JobState(st), uint32(started)
-	if err := json.Unmarshal(hist, &r.hist); err != nil {
-		return nil, fmt.Errorf("pgstore: job %d: history column is not runlog's JSON: %w", id, err)
+	if r.hist, err = readHistory(hist, latest); err != nil {
+		return nil, fmt.Errorf("pgstore: job %d: %w", id, err)
 	}
 	return &r, nil
+}
+
+// readHistory joins a row's history and latest columns into its attempts,
+// oldest first, at most state.MaxAttemptHistory. They are in attempt
+// order already, unless a node older than schema version 3 wrote attempts
+// into history after the migration (which the migration asks not to
+// allow): then they are sorted, so that the latest attempt is still last.
+func readHistory(hist []byte, latest *string) ([]attempt, error) {
+	var h []attempt
+	if err := json.Unmarshal(hist, &h); err != nil {
+		return nil, fmt.Errorf("history column is not runlog's JSON: %w", err)
+	}
+	if latest == nil {
+		return h, nil
+	}
+	var a attempt
+	if err := json.Unmarshal([]byte(*latest), &a); err != nil {
+		return nil, fmt.Errorf("latest column is not runlog's JSON: %w", err)
+	}
+	if n := len(h); n > 0 && h[n-1].N >= a.N {
+		h = append(h, a)
+		slices.SortStableFunc(h, func(x, y attempt) int { return cmp.Compare(x.N, y.N) })
+		return h[max(len(h)-state.MaxAttemptHistory, 0):], nil
+	}
+	return addAttempt(h, a), nil
+}
+
+// splitHistory is the inverse of readHistory: the history column (every
+// attempt but the latest, as JSON) and the latest column ("" for none).
+func splitHistory(h []attempt) (hist, latest string) {
+	if len(h) == 0 {
+		return "[]", ""
+	}
+	older := []byte{'['}
+	for i, a := range h[:len(h)-1] {
+		if i > 0 {
+			older = append(older, ',')
+		}
+		older = appendAttempt(older, a)
+	}
+	older = append(older, ']')
+	return string(older), string(appendAttempt(nil, h[len(h)-1]))
 }
 
 // queryRows runs a query of jobCols and reads every row.
@@ -493,7 +537,7 @@ func (s *Store) claimed(gen uint64, res claimResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, c := range res.claims {
-		s.inflight[c.ID] = flight{attempt: c.Attempt, target: c.Target, facts: res.facts[i]}
+		s.inflight[c.ID] = flight{attempt: c.Attempt, startedAt: res.at, target: c.Target, facts: res.facts[i]}
 	}
 	if (res.exhausted || res.more) && s.due.gen == gen {
 		s.due.valid, s.due.at, s.due.has = true, res.next, res.hasNext
@@ -507,6 +551,7 @@ func (s *Store) claimed(gen uint64, res claimResult) {
 type claimResult struct {
 	claims   []store.Claim
 	facts    []state.Facts // of each claim's job once its attempt started
+	at       int64         // when the claims' attempts started
 	deferred bool          // a job was deferred: wake the nodes once committed
 	// more: the claim stopped at its limit before a due row, whose due
 	// time is then next: the dispatcher need not ask the database.
@@ -535,6 +580,7 @@ func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Li
 		c         = s.opts.Circuit
 		leaseMS   = s.opts.Lease.Milliseconds()
 	)
+	res.at = now
 	for {
 		want := claimWant(lim.Max - len(res.claims))
 		var due []*jobRow
@@ -560,6 +606,7 @@ func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Li
 			b                 pgx.Batch
 			stopped           bool
 			startIDs, startNs []int64
+			startLatest       []string
 			left              *jobRow // the first due row the claim stopped before
 		)
 		for _, r := range due {
@@ -583,8 +630,10 @@ func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Li
 			apply(r, &br.b, c, &op, s.opts.Node)
 			switch op.Kind {
 			case state.OpStart:
+				latest := appendAttempt(nil, attempt{N: op.Attempt, StartedAt: op.At, Node: s.opts.Node})
 				startIDs = append(startIDs, int64(r.id))
 				startNs = append(startNs, int64(op.Attempt))
+				startLatest = append(startLatest, string(latest))
 				res.claims = append(res.claims, store.Claim{
 					ID: r.id, Attempt: op.Attempt, Kind: r.spec.Kind, Target: target,
 					Payload: r.spec.Payload, TimeoutMS: r.spec.TimeoutMS,
@@ -606,12 +655,16 @@ func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Li
 			}
 		}
 		if len(startIDs) > 0 {
+			// The new attempt becomes latest, written whole; the previous
+			// one, if any, moves to the end of history (only a retried
+			// job's start edits JSON on the server).
 			b.Queue(`UPDATE runlog_jobs j SET state = 1, started = u.n, node = $3,
-					lease_until = clock_timestamp() + $4 * interval '1 millisecond',
-					history = (CASE WHEN jsonb_array_length(j.history) >= $5 THEN j.history - 0 ELSE j.history END)
-						|| jsonb_build_array(jsonb_build_object('n', u.n, 's', $6::bigint, 'node', $3::text))
-				FROM unnest($1::bigint[], $2::bigint[]) AS u(id, n) WHERE j.id = u.id`,
-				startIDs, startNs, s.opts.Node, leaseMS, state.MaxAttemptHistory, now)
+					lease_until = clock_timestamp() + $4 * interval '1 millisecond', latest = u.latest,
+					history = CASE WHEN j.latest IS NULL THEN j.history
+						ELSE (CASE WHEN jsonb_array_length(j.history) >= $5 THEN j.history - 0 ELSE j.history END)
+							|| jsonb_build_array(j.latest::jsonb) END
+				FROM unnest($1::bigint[], $2::bigint[], $6::text[]) AS u(id, n, latest) WHERE j.id = u.id`,
+				startIDs, startNs, s.opts.Node, leaseMS, state.MaxAttemptHistory-1, startLatest)
 		}
 		last := stopped || len(res.claims) == lim.Max || decisions >= maxDecisionsPerClaim
 		if !last && len(due) < want {
@@ -711,27 +764,26 @@ func (s *Store) writeRows(ctx context.Context, tx querier, rows []*jobRow, chang
 		states                       []int16
 		fails                        []int32
 		lastErrs, reasons, histories []string
+		latests                      []string
 	)
 	for _, r := range rows {
 		if !changed[r] {
 			continue
 		}
-		hist, err := json.Marshal(r.hist)
-		if err != nil {
-			return false, err
-		}
+		hist, latest := splitHistory(r.hist)
 		requeued = requeued || r.st == state.Pending
 		ids, due, finished = append(ids, int64(r.id)), append(due, r.due), append(finished, r.finishedAt)
 		states, fails = append(states, int16(r.st)), append(fails, int32(r.fails))
-		lastErrs, reasons, histories = append(lastErrs, r.lastError), append(reasons, r.reason), append(histories, string(hist))
+		lastErrs, reasons, histories = append(lastErrs, r.lastError), append(reasons, r.reason), append(histories, hist)
+		latests = append(latests, latest)
 	}
 	if len(ids) > 0 {
 		b.Queue(`UPDATE runlog_jobs j SET state = u.state, due = u.due, finished_at = u.finished, fails = u.fails,
-				last_error = u.last_error, reason = u.reason, history = u.history::jsonb,
+				last_error = u.last_error, reason = u.reason, history = u.history::jsonb, latest = NULLIF(u.latest, ''),
 				lease_until = CASE WHEN u.state = 1 THEN j.lease_until END
-			FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8::text[])
-				AS u(id, state, due, finished, fails, last_error, reason, history)
-			WHERE j.id = u.id`, ids, states, due, finished, fails, lastErrs, reasons, histories)
+			FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8::text[], $9::text[])
+				AS u(id, state, due, finished, fails, last_error, reason, history, latest)
+			WHERE j.id = u.id`, ids, states, due, finished, fails, lastErrs, reasons, histories, latests)
 	}
 	if err := queueBreakerWrites(&b, brs); err != nil {
 		return false, err

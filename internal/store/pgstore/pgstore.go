@@ -5,8 +5,8 @@
 // # Tables
 //
 // runlog_jobs holds one row per job (its spec, state, due time, budget,
-// reason and the history of its recent attempts as JSONB, with the node that
-// ran each); runlog_breakers holds one circuit breaker per target, shared by
+// reason, its latest attempt and the history of the ones before as JSON,
+// with the node that ran each); runlog_breakers holds one circuit breaker per target, shared by
 // every node; runlog_schema_migrations records the applied migrations (the
 // versioned SQL files embedded in this package; see Migrate).
 //
@@ -193,9 +193,10 @@ type Store struct {
 // that state first. So an outcome is decided on them without reading the
 // row, and recorded by an UPDATE that requires the row to be in that state.
 type flight struct {
-	attempt uint32
-	target  string
-	facts   state.Facts
+	attempt   uint32
+	startedAt int64 // the attempt's start, as its entry in the history says
+	target    string
+	facts     state.Facts
 }
 
 // dueCache caches the earliest due time among pending jobs, so that the
@@ -592,6 +593,13 @@ func (s *Store) pipeTxOnce(ctx context.Context, fn func(tx querier, first *pgx.B
 	defer conn.Release()
 	var first pgx.Batch
 	first.Queue("BEGIN")
+	// A claim must walk the due index in (due, id) order and stop at its
+	// limit. Where the planner's statistics say few jobs are due (a table
+	// not analyzed yet, or analyzed when the queue was short), it would
+	// rather fetch every due row through a bitmap scan and sort them all,
+	// on every claim: with 40 k jobs waiting, 8-20 ms a claim instead of
+	// well under 1 ms. No statement of these transactions needs a sort.
+	first.Queue("SET LOCAL enable_sort = off")
 	last, err := fn(conn, &first)
 	if err == nil {
 		if last == nil {

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/runlog/runlog/internal/store/storetest"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 	"pgregory.net/rapid"
 
@@ -20,6 +20,7 @@ import (
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
 	"github.com/runlog/runlog/internal/store/embedded"
+	"github.com/runlog/runlog/internal/store/storetest"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -637,5 +638,65 @@ func TestFencingStaleFlight(t *testing.T) {
 	// The fenced failure did not count against the breaker.
 	if ts, _ := b.Targets(ctx); len(ts) != 1 || len(ts[0].Breaker.Fails) != 0 {
 		t.Fatalf("breakers: %+v", ts)
+	}
+}
+
+// TestMigrationMovesLatestAttempt: migration 3 moves the latest attempt of
+// each job written by a version-2 node from the end of history to the
+// latest column, and the job reads back with the same attempts.
+func TestMigrationMovesLatestAttempt(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE runlog_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:2] {
+		if _, err := conn.Exec(ctx, m.sql); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO runlog_schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Job 1 ran twice (attempt 1 failed, attempt 2 runs); job 2 never ran.
+	if _, err := conn.Exec(ctx, `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at, fails, started, last_error, history, node)
+		VALUES (1, 1, 'k', 't', '\x7b7d', 5, 10, 100, 0, 0, 20, 10, 5, 1, 2, 'boom', '[{"n":1,"s":10,"e":12,"c":2,"d":true,"err":"boom","node":"a"},{"n":2,"s":20,"node":"b"}]', 'b'),
+		       (2, 0, 'k', 't', '\x7b7d', 5, 10, 100, 0, 0, 20, 20, 5, 0, 0, '', '[]', '')`); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := Migrate(ctx, url); err != nil || v != SchemaVersion() {
+		t.Fatalf("Migrate = %d, %v", v, err)
+	}
+	var hist, latest *string
+	if err := conn.QueryRow(ctx, "SELECT history::text, latest FROM runlog_jobs WHERE id = 1").Scan(&hist, &latest); err != nil {
+		t.Fatal(err)
+	}
+	if latest == nil || !strings.Contains(*latest, `"n": 2`) || strings.Contains(*hist, `"n": 2`) {
+		t.Fatalf("after migration: history %v, latest %v; want attempt 2 moved to latest", *hist, latest)
+	}
+	s, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	j, err := s.Job(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []state.Attempt{{N: 1, StartedAt: 10, EndedAt: 12, Class: retry.Retryable, Ended: true, Error: "boom"}, {N: 2, StartedAt: 20}}
+	if !reflect.DeepEqual(j.Attempts, want) {
+		t.Fatalf("job 1 attempts after migration: %+v, want %+v", j.Attempts, want)
+	}
+	if j, err := s.Job(ctx, 2); err != nil || len(j.Attempts) != 0 {
+		t.Fatalf("job 2 after migration: %+v, %v", j.Attempts, err)
 	}
 }
