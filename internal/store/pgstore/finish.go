@@ -205,13 +205,16 @@ type fastSettle struct {
 // a flight (the first outcome of each attempt) and queues in b one UPDATE
 // that records them where the row is still this node's running attempt.
 func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []store.Outcome, fls []*flight) (*fastSettle, error) {
+	n := len(outs)
 	var (
-		f                          = &fastSettle{recorded: make(map[int64]bool)}
-		ids, ns, due, finished     []int64
-		states                     []int16
-		fails                      []int32
-		lastErrs, reasons, latests []string
-		seen                       = make(map[uint64]bool)
+		f                      = &fastSettle{recorded: make(map[int64]bool, n), idx: make([]int, 0, n), ops: make([]*state.Op, 0, n), retry: make([]bool, 0, n)}
+		ids, ns, due, finished = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+		states                 = make([]int16, 0, n)
+		fails                  = make([]int32, 0, n)
+		lastErrs, reasons      = make([]string, 0, n), make([]string, 0, n)
+		latests                = make([]string, 0, n)
+		seen                   = make(map[uint64]bool, n)
+		buf                    = make([]byte, 0, 128)
 	)
 	for i, o := range outs {
 		fl := fls[i]
@@ -226,12 +229,12 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 		r.id, r.spec.Policy, r.due, r.firstDue, r.fails, r.lastError = o.ID, fl.facts.Policy, fl.facts.Due, fl.facts.FirstDue, fl.facts.Fails, fl.facts.LastError
 		op := state.SettleJob(fl.facts, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
 		apply(r, nil, s.opts.Circuit, &op, "")
-		latest := appendAttempt(nil, r.hist[0])
+		buf = appendAttempt(buf[:0], r.hist[0])
 		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.st == state.Pending)
 		ids, ns = append(ids, int64(o.ID)), append(ns, int64(o.Attempt))
 		due, finished = append(due, r.due), append(finished, r.finishedAt)
 		states, fails = append(states, int16(r.st)), append(fails, int32(r.fails))
-		lastErrs, reasons, latests = append(lastErrs, r.lastError), append(reasons, r.reason), append(latests, string(latest))
+		lastErrs, reasons, latests = append(lastErrs, r.lastError), append(reasons, r.reason), append(latests, string(buf))
 	}
 	if len(ids) == 0 {
 		return f, nil

@@ -605,8 +605,9 @@ func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Li
 		var (
 			b                 pgx.Batch
 			stopped           bool
-			startIDs, startNs []int64
-			startLatest       []string
+			startIDs, startNs = make([]int64, 0, len(due)), make([]int64, 0, len(due))
+			startLatest       = make([]string, 0, len(due))
+			buf               = make([]byte, 0, 128)
 			left              *jobRow // the first due row the claim stopped before
 		)
 		for _, r := range due {
@@ -630,10 +631,10 @@ func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Li
 			apply(r, &br.b, c, &op, s.opts.Node)
 			switch op.Kind {
 			case state.OpStart:
-				latest := appendAttempt(nil, attempt{N: op.Attempt, StartedAt: op.At, Node: s.opts.Node})
+				buf = appendAttempt(buf[:0], attempt{N: op.Attempt, StartedAt: op.At, Node: s.opts.Node})
 				startIDs = append(startIDs, int64(r.id))
 				startNs = append(startNs, int64(op.Attempt))
-				startLatest = append(startLatest, string(latest))
+				startLatest = append(startLatest, string(buf))
 				res.claims = append(res.claims, store.Claim{
 					ID: r.id, Attempt: op.Attempt, Kind: r.spec.Kind, Target: target,
 					Payload: r.spec.Payload, TimeoutMS: r.spec.TimeoutMS,
