@@ -700,3 +700,40 @@ func TestMigrationMovesLatestAttempt(t *testing.T) {
 		t.Fatalf("job 2 after migration: %+v, %v", j.Attempts, err)
 	}
 }
+
+// TestClaimWalksTheDueIndex: on a table the planner knows nothing about
+// (never analyzed) and 20 k due jobs, the claim's statement, as a claim
+// round sends it, is planned as a walk of the (due, id) index that stops at
+// its limit, not as a scan of every due row and a sort.
+func TestClaimWalksTheDueIndex(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Options{})
+	if _, err := s.pool.Exec(ctx, `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
+		SELECT g, 0, 'k', '', '\x7b7d', 3, 10, 100, 0, 0, g, g, g FROM generate_series(1, 20000) g`); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(b *pgx.Batch) string {
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var lines []string
+		b.Queue("EXPLAIN "+dueSQL, int64(1<<40), []int64{}, 129).Query(func(rows pgx.Rows) error {
+			var err error
+			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	var naive pgx.Batch
+	t.Logf("plan without the claim's setting:\n%s", plan(&naive))
+	var claim pgx.Batch
+	claim.Queue(noSort) // as queueDueRound sends it
+	if p := plan(&claim); strings.Contains(p, "Sort") || !strings.Contains(p, "runlog_jobs_due") {
+		t.Fatalf("the claim would sort the due jobs:\n%s", p)
+	}
+}
