@@ -21,8 +21,11 @@ import (
 // cannot make one claim unbounded.
 const maxDecisionsPerClaim = 4096
 
-// minClaimRound is the fewest due rows one round of a claim selects, so
-// that a claim for few attempts behind many deferrals needs few rounds.
+// minClaimRound is the fewest due rows a later round of a claim selects
+// (one after a round that deferred or failed jobs), so that a claim for few
+// attempts behind many deferrals needs few rounds. The first round selects
+// only one row more than it may start: each row selected is locked (a WAL
+// record and a dirtied page), and with 16 slots a claim starts about 8.
 const minClaimRound = 32
 
 // maxRequeue bounds the attempts one rescue requeues; the next scan takes
@@ -565,7 +568,7 @@ type claimResult struct {
 // (nil for none); it gains the ones the claim reads.
 //
 // nonZero is as for loadBreakers; pre, if not nil, holds the first round's
-// due rows, selected already (queueDue) with want = claimWant(lim.Max).
+// due rows, selected already (queueDue) with want = claimWant(lim.Max, 0).
 // It decides into *res and returns the last round's writes unsent, for the
 // caller to send with its COMMIT (which fills in res's next due time).
 func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, pre *[]*jobRow, res *claimResult) (*pgx.Batch, error) {
@@ -581,8 +584,8 @@ func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Li
 		leaseMS   = s.opts.Lease.Milliseconds()
 	)
 	res.at = now
-	for {
-		want := claimWant(lim.Max - len(res.claims))
+	for round := 0; ; round++ {
+		want := claimWant(lim.Max-len(res.claims), round)
 		var due []*jobRow
 		if pre != nil {
 			due, pre = *pre, nil
@@ -720,15 +723,21 @@ const dueSQL = `SELECT id, kind, target, payload, attempts, base_ms, cap_ms, dea
 	FROM runlog_jobs WHERE state = 0 AND due <= $1 AND NOT (id = ANY($2))
 	ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED`
 
-// claimWant is how many due rows a claim round selects to start up to n
-// attempts: one more than n at least, so that a claim that starts n
-// attempts sees the next due row, and so the next due time.
-func claimWant(n int) int { return max(n+1, minClaimRound) }
+// claimWant is how many due rows round (0 for the first) of a claim
+// selects to start up to n attempts: one more than n at least, so that a
+// claim that starts n attempts sees the next due row, and so the next due
+// time; minClaimRound at least after the first.
+func claimWant(n, round int) int {
+	if round == 0 {
+		return n + 1
+	}
+	return max(n+1, minClaimRound)
+}
 
 // queueDue queues, in b, the first round of a claim for up to max attempts
 // at now (dueSQL), its rows into *into.
 func queueDue(b *pgx.Batch, now int64, max int, into *[]*jobRow) {
-	queueDueRound(b, now, []int64{}, claimWant(max), into)
+	queueDueRound(b, now, []int64{}, claimWant(max, 0), into)
 }
 
 // noSort and sortAgain surround a claim's dueSQL (queueDueRound).
