@@ -170,8 +170,8 @@ func start(st store.Store, cfg Config) *Runner {
 	// outcome that ended during the last one. A store whose outcome batches
 	// are independent transactions says how many may run side by side.
 	finishers := 1
-	if f, ok := st.(interface{ Finishers() int }); ok {
-		finishers = max(f.Finishers(), 1)
+	if f, ok := st.(interface{ Finishers(concurrency int) int }); ok {
+		finishers = max(f.Finishers(cfg.Concurrency), 1)
 	}
 	r.finishersDone.Add(finishers)
 	for range finishers {
