@@ -25,13 +25,17 @@ func dumpSnapshots(w io.Writer, dir string) {
 		return
 	}
 	for _, in := range infos {
-		seq, body, err := snapshot.Read(vfs.OS{}, in.Path)
+		// Streamed, as Open loads one: never the body and its state in
+		// memory at once.
+		body, err := snapshot.OpenBody(vfs.OS{}, in.Path)
 		if err == nil {
 			var st *state.State
-			if st, err = state.FromSnapshot(state.Config{Circuit: retry.DefaultCircuit()}, body); err == nil {
+			st, err = state.FromSnapshotReader(state.Config{Circuit: retry.DefaultCircuit()}, body, body.Size)
+			body.Close()
+			if err == nil {
 				c := st.Counts()
 				fmt.Fprintf(w, "snapshot covers=%d file=%s bytes=%d jobs=%d pending=%d running=%d succeeded=%d failed=%d cancelled=%d next-id=%d\n",
-					seq, filepath.Base(in.Path), len(body), st.Len(), c.Pending, c.Running, c.Succeeded, c.Failed, c.Cancelled, st.NextID())
+					body.Seq, filepath.Base(in.Path), body.Size, st.Len(), c.Pending, c.Running, c.Succeeded, c.Failed, c.Cancelled, st.NextID())
 				continue
 			}
 		}

@@ -335,62 +335,41 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-// Read reads and checks one snapshot file.
-func Read(fsys vfs.FS, path string) (seq uint64, body []byte, err error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return 0, nil, fmt.Errorf("snapshot: open %s: %w", path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, nil, fmt.Errorf("snapshot: stat %s: %w", path, err)
-	}
-	if fi.Size() > maxBody+headerSize+crcSize {
-		return 0, nil, fmt.Errorf("%w: %s is %d bytes, more than any snapshot", ErrCorrupt, path, fi.Size())
-	}
-	b := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, b); err != nil {
-		return 0, nil, fmt.Errorf("snapshot: read %s: %w", path, err)
-	}
-	seq, body, err = Decode(b)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return seq, body, nil
-}
-
-// Loaded is the result of Load.
-type Loaded struct {
-	Info    Info   // the snapshot used; zero Seq and Path if none
-	Body    []byte // its body
-	Damaged []error
-}
-
-// Load returns the newest snapshot of dir whose checksum holds, and the
-// errors of every newer one that was damaged (they are skipped, never used).
-// The caller decides whether falling back is acceptable: it is only if the
-// journal still holds every record after the snapshot used.
-func Load(fsys vfs.FS, dir string) (Loaded, error) {
+// Newest opens the snapshots of dir newest first, skipping those that
+// cover records after upTo (0: none is skipped), and hands each to use
+// until one is intact and use accepts it; it returns that snapshot (zero
+// Seq and Path if none) and the errors of the damaged ones it skipped (they
+// are never used). A snapshot is damaged if its file does not check out
+// (OpenBody), if it covers another record than its name says, or if use
+// fails on it (say, its body does not decode). The caller decides whether
+// falling back is acceptable: it is only if the journal still holds every
+// record after the snapshot used.
+func Newest(fsys vfs.FS, dir string, upTo uint64, use func(*Body) error) (Info, []error, error) {
 	infos, err := List(fsys, dir)
 	if err != nil {
-		return Loaded{}, err
+		return Info{}, nil, err
 	}
-	var out Loaded
+	var damaged []error
 	for _, in := range infos {
-		seq, body, err := Read(fsys, in.Path)
+		if upTo != 0 && in.Seq > upTo {
+			continue
+		}
+		body, err := OpenBody(fsys, in.Path)
+		if err == nil {
+			if body.Seq != in.Seq {
+				err = fmt.Errorf("%w: %s covers record %d, its name says %d", ErrCorrupt, in.Path, body.Seq, in.Seq)
+			} else if err = use(body); err != nil {
+				err = fmt.Errorf("%s: %w", in.Path, err)
+			}
+			body.Close()
+		}
 		if err != nil {
-			out.Damaged = append(out.Damaged, err)
+			damaged = append(damaged, err)
 			continue
 		}
-		if seq != in.Seq {
-			out.Damaged = append(out.Damaged, fmt.Errorf("%w: %s covers record %d, its name says %d", ErrCorrupt, in.Path, seq, in.Seq))
-			continue
-		}
-		out.Info, out.Body = in, body
-		return out, nil
+		return in, damaged, nil
 	}
-	return out, nil
+	return Info{}, damaged, nil
 }
 
 // Clean removes the temporary files a crash left in dir, and every snapshot
@@ -440,7 +419,7 @@ func (b *Body) Close() error { return b.f.Close() }
 
 // OpenBody checks a snapshot file in one streaming pass (header, length,
 // checksum) and returns its body as a reader, so that a large snapshot is
-// never held in memory whole. Damage is reported as Read reports it.
+// never held in memory whole. Damage wraps ErrCorrupt and names the file.
 func OpenBody(fsys vfs.FS, path string) (*Body, error) {
 	f, err := fsys.Open(path)
 	if err != nil {

@@ -76,12 +76,22 @@ func TestLoadFallsBackPastDamage(t *testing.T) {
 	if err := fsys.WriteFile(newest, b); err != nil {
 		t.Fatal(err)
 	}
-	l, err := Load(fsys, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Info.Seq != 20 || !bytes.Equal(l.Body, []byte{20}) || len(l.Damaged) != 1 || !strings.Contains(l.Damaged[0].Error(), Name(30)) {
+	l := load(t, fsys, dir)
+	if l.info.Seq != 20 || !bytes.Equal(l.body, []byte{20}) || len(l.damaged) != 1 || !strings.Contains(l.damaged[0].Error(), Name(30)) {
 		t.Fatalf("load: %+v", l)
+	}
+	// upTo skips the newer ones without calling them damaged.
+	if in, damaged, err := Newest(fsys, dir, 15, func(*Body) error { return nil }); err != nil || in.Seq != 10 || len(damaged) != 0 {
+		t.Fatalf("Newest up to 15: %+v, %v, %v", in, damaged, err)
+	}
+	// A snapshot its user rejects is damaged too.
+	if in, damaged, err := Newest(fsys, dir, 0, func(b *Body) error {
+		if b.Seq == 20 {
+			return errors.New("does not decode")
+		}
+		return nil
+	}); err != nil || in.Seq != 10 || len(damaged) != 2 {
+		t.Fatalf("Newest with 20 rejected: %+v, %v, %v", in, damaged, err)
 	}
 	// Clean keeps the newest two names and removes the rest.
 	if err := Clean(fsys, dir, 2); err != nil {
@@ -144,13 +154,10 @@ func testCrashAtEveryStep(t *testing.T, newBody []byte, write func(vfs.FS, strin
 		injected := fsys.Injected() > 0
 		for _, rng := range []*rand.Rand{nil, rand.New(rand.NewPCG(uint64(n), 1))} {
 			clone := fsys.CrashClone(rng)
-			l, err := Load(clone, dir)
-			if err != nil {
-				t.Fatalf("op %d: load after crash: %v", n, err)
-			}
+			l := load(t, clone, dir)
 			switch {
-			case l.Info.Seq == 2 && bytes.Equal(l.Body, newBody):
-			case l.Info.Seq == 1 && string(l.Body) == "old":
+			case l.info.Seq == 2 && bytes.Equal(l.body, newBody):
+			case l.info.Seq == 1 && string(l.body) == "old":
 				if werr == nil && rng == nil {
 					t.Fatalf("op %d: Write succeeded but a crash lost the new snapshot", n)
 				}
@@ -264,4 +271,26 @@ func TestCRC32Combine(t *testing.T) {
 			t.Fatalf("len %d cut %d: combined %08x, want %08x", len(b), cut, got, want)
 		}
 	}
+}
+
+// loaded is what load found.
+type loaded struct {
+	info    Info
+	body    []byte
+	damaged []error
+}
+
+// load reads the newest intact snapshot of dir whole, as Open would use it.
+func load(t *testing.T, fsys vfs.FS, dir string) loaded {
+	t.Helper()
+	var l loaded
+	var err error
+	l.info, l.damaged, err = Newest(fsys, dir, 0, func(b *Body) (rerr error) {
+		l.body, rerr = io.ReadAll(b)
+		return rerr
+	})
+	if err != nil {
+		t.Fatalf("load %s: %v", dir, err)
+	}
+	return l
 }

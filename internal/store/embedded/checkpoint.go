@@ -41,32 +41,17 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 		return nil, 0, snapshot.Info{}, err
 	}
 	st := state.New(cfg)
-	var (
-		base    snapshot.Info
-		damaged []error
-	)
-	for _, in := range infos {
-		if upTo != 0 && in.Seq > upTo {
-			continue
-		}
-		// Streamed: the body and the state it builds are never both in
-		// memory (a snapshot of 1 M jobs is about 100 MB).
-		body, err := snapshot.OpenBody(fsys, in.Path)
+	// Streamed: the body and the state it builds are never both in memory
+	// (a snapshot of 1 M jobs is about 100 MB).
+	base, damaged, err := snapshot.Newest(fsys, dir, upTo, func(body *snapshot.Body) error {
+		loaded, err := state.FromSnapshotReader(cfg, body, body.Size)
 		if err == nil {
-			if body.Seq != in.Seq {
-				err = fmt.Errorf("%w: %s covers record %d, its name says %d", snapshot.ErrCorrupt, in.Path, body.Seq, in.Seq)
-			} else if st, err = state.FromSnapshotReader(cfg, body, body.Size); err != nil {
-				err = fmt.Errorf("%s: %w", in.Path, err)
-			}
-			body.Close()
+			st = loaded
 		}
-		if err != nil {
-			damaged = append(damaged, err)
-			st = state.New(cfg)
-			continue
-		}
-		base = in
-		break
+		return err
+	})
+	if err != nil {
+		return nil, 0, snapshot.Info{}, err
 	}
 	last := base.Seq
 	err = replay(base.Seq+1, func(pos journal.Position, rec []byte) error {
