@@ -30,41 +30,49 @@ func done(w http.ResponseWriter, r *http.Request, to, msg string) {
 }
 
 func (h *handler) retryOne(w http.ResponseWriter, r *http.Request) {
-	id, err := parseID(r.PathValue("id"))
-	if err != nil {
-		h.errorPage(w, r, http.StatusBadRequest, err.Error())
-		return
-	}
-	to := back(r, "/jobs/"+strconv.FormatUint(id, 10))
-	if err := h.runner.Retry(r.Context(), id); err != nil {
-		if errors.Is(err, runlog.ErrNotFailed) {
-			done(w, r, to, fmt.Sprintf("Job %d was not retried: it is not failed or cancelled.", id))
-			return
-		}
-		h.engineError(w, r, err)
-		return
-	}
-	h.log.Info("dashboard: job retried", "id", id, "remote", r.RemoteAddr)
-	done(w, r, to, fmt.Sprintf("Job %d will run again.", id))
+	h.oneJob(w, r, jobAction{
+		do:      func(r *http.Request, id uint64) error { return h.runner.Retry(r.Context(), id) },
+		refused: runlog.ErrNotFailed, notDone: "Job %d was not retried: it is not failed or cancelled.",
+		logged: "dashboard: job retried", done: "Job %d will run again.",
+	})
 }
 
 func (h *handler) cancelOne(w http.ResponseWriter, r *http.Request) {
+	h.oneJob(w, r, jobAction{
+		do:      func(r *http.Request, id uint64) error { return h.runner.Cancel(r.Context(), id, cancelReason(r)) },
+		refused: runlog.ErrFinished, notDone: "Job %d was not cancelled: it has already finished.",
+		logged: "dashboard: job cancelled", done: "Job %d is cancelled.",
+	})
+}
+
+// jobAction is what a button on one job does and says.
+type jobAction struct {
+	do      func(r *http.Request, id uint64) error
+	refused error  // the engine's error when the job's state does not allow it
+	notDone string // the flash then (with the job's id)
+	logged  string // the log line when it is done
+	done    string // the flash then (with the job's id)
+}
+
+// oneJob runs a on the job of the path and returns to the page the form
+// came from (the job's page by default) with a flash saying what happened.
+func (h *handler) oneJob(w http.ResponseWriter, r *http.Request, a jobAction) {
 	id, err := parseID(r.PathValue("id"))
 	if err != nil {
 		h.errorPage(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	to := back(r, "/jobs/"+strconv.FormatUint(id, 10))
-	if err := h.runner.Cancel(r.Context(), id, cancelReason(r)); err != nil {
-		if errors.Is(err, runlog.ErrFinished) {
-			done(w, r, to, fmt.Sprintf("Job %d was not cancelled: it has already finished.", id))
+	if err := a.do(r, id); err != nil {
+		if errors.Is(err, a.refused) {
+			done(w, r, to, fmt.Sprintf(a.notDone, id))
 			return
 		}
 		h.engineError(w, r, err)
 		return
 	}
-	h.log.Info("dashboard: job cancelled", "id", id, "remote", r.RemoteAddr)
-	done(w, r, to, fmt.Sprintf("Job %d is cancelled.", id))
+	h.log.Info(a.logged, "id", id, "remote", r.RemoteAddr)
+	done(w, r, to, fmt.Sprintf(a.done, id))
 }
 
 // cancelReason is the form's reason, bounded, or a default naming the
