@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,44 @@ func TestMigrateAndServeOnPostgres(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+
+	// The dashboard, the metrics and the stats read the same store: each
+	// page answers 200 and shows the jobs (no token was set, so no login).
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(srv.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s on PostgreSQL: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	ids := func(page string, want ...uint64) {
+		t.Helper()
+		for _, id := range want {
+			if !strings.Contains(page, "/jobs/"+strconv.FormatUint(id, 10)) {
+				t.Fatalf("dashboard page does not link job %d:\n%s", id, page)
+			}
+		}
+	}
+	ids(get("/jobs"), good.ID, bad.ID)
+	ids(get("/failed"), bad.ID)
+	if page := get("/jobs/" + strconv.FormatUint(bad.ID, 10)); !strings.Contains(page, "400") {
+		t.Fatalf("failed job's page does not show the target's answer:\n%s", page)
+	}
+	get("/")
+	get("/targets")
+	if m := get("/metrics"); !strings.Contains(m, "runlog_") {
+		t.Fatalf("metrics on PostgreSQL:\n%s", m)
+	}
+	st, err := c.Stats(ctx)
+	if err != nil || st.Succeeded < 1 || st.Failed < 1 {
+		t.Fatalf("stats on PostgreSQL: %+v %v", st, err)
 	}
 }
 
