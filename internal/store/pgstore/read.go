@@ -105,7 +105,9 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 		if !ok {
 			return nil, 0, nil
 		}
-		arg("state = $?", code)
+		// A literal, not a parameter: a generic plan cannot tell which
+		// partial index (runlog_jobs_active, runlog_jobs_ended) covers it.
+		conds = append(conds, "state = "+strconv.Itoa(int(code)))
 	}
 	if f.Kind != "" {
 		arg("kind = $?", f.Kind)
@@ -146,8 +148,8 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 	return out, next, nil
 }
 
-// Stats implements store.Store: counts by state (one GROUP BY on the state
-// index) and the oldest due time.
+// Stats implements store.Store: counts by state (one GROUP BY over the
+// table) and the oldest due time.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	if err := s.usable(); err != nil {
 		return store.Stats{}, err
