@@ -131,6 +131,11 @@ else
 	args=(-strict)
 fi
 
+# The build and initdb (--no-sync) leave tens of MB of dirty pages; flush
+# them now, so that the first runs' fsyncs do not queue behind their
+# writeback.
+say "flushing the page cache's dirty pages"
+sync
 say "describing the machine"
 "$work/benchrun" machine -dir "$TMPDIR" >"$work/machine.json"
 
