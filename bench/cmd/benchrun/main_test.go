@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,5 +156,28 @@ func TestRunChildMarksWeakDurability(t *testing.T) {
 		if strings.HasPrefix(c.label, "asynq-everysec") != (c.weak != "") {
 			t.Errorf("%s: weak = %q; only asynq-everysec can lose acknowledged jobs", c.label, c.weak)
 		}
+	}
+}
+
+// TestMedian: a repeated W1 keeps the run with the median processing rate
+// and every run's rate; a run with a problem wins, so that it is reported.
+func TestMedian(t *testing.T) {
+	w1 := func(rate float64) harness.Result {
+		return harness.Result{Workload: harness.W1, N: 10, ProcessRate: rate}
+	}
+	m := median([]harness.Result{w1(300), w1(100), w1(200)})
+	if m.ProcessRate != 200 || !slices.Equal(m.ProcessRates, []float64{300, 100, 200}) {
+		t.Fatalf("median = %v %v, want 200 and the three rates in run order", m.ProcessRate, m.ProcessRates)
+	}
+	if m := median([]harness.Result{w1(100), w1(200)}); m.ProcessRate != 100 {
+		t.Fatalf("median of two = %v, want the lower", m.ProcessRate)
+	}
+	bad := w1(50)
+	bad.Missing = 1
+	if m := median([]harness.Result{w1(100), bad, w1(200)}); m.Missing != 1 {
+		t.Fatalf("median hid a run with a missing job: %+v", m)
+	}
+	if m := median([]harness.Result{w1(100)}); m.ProcessRates != nil {
+		t.Fatalf("a single run got ProcessRates %v", m.ProcessRates)
 	}
 }

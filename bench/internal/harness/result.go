@@ -22,7 +22,11 @@ type Result struct {
 	EnqueueRate      float64 `json:"enqueue_rate,omitempty"`       // jobs/s, one per call
 	EnqueueBatchRate float64 `json:"enqueue_batch_rate,omitempty"` // jobs/s, batched; 0 = no batch API
 	ProcessRate      float64 `json:"process_rate,omitempty"`       // jobs/s, drain
-	WallSeconds      float64 `json:"wall_seconds,omitempty"`       // whole workload
+	// ProcessRates holds, when the workload ran more than once for this
+	// configuration, every run's ProcessRate in run order; the result is
+	// then the run with the median one.
+	ProcessRates []float64 `json:"process_rates,omitempty"`
+	WallSeconds  float64   `json:"wall_seconds,omitempty"` // whole workload
 
 	// W2: the producers and the bound on jobs enqueued and not yet done.
 	Producers   int `json:"producers,omitempty"`

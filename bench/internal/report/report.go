@@ -158,6 +158,15 @@ func Ratio(a, b float64) string {
 }
 
 // num formats a rate or count for a table.
+// processCell is W1's processing rate, and, when the run was repeated, the
+// range of the runs it is the median of.
+func processCell(r harness.Result) string {
+	if len(r.ProcessRates) < 2 {
+		return num(r.ProcessRate)
+	}
+	return fmt.Sprintf("%s (%d runs: %s–%s)", num(r.ProcessRate), len(r.ProcessRates), num(slices.Min(r.ProcessRates)), num(slices.Max(r.ProcessRates)))
+}
+
 func num(v float64) string {
 	switch {
 	case v <= 0:
@@ -210,7 +219,7 @@ func Render(rs []harness.Result, info Info) string {
 	renderMachine(&b, info)
 
 	p("## W1: enqueue, then drain\n\n")
-	p("Enqueue N no-op jobs (50-byte payload) one per call from `c` goroutines with the workers stopped, start the workers and drain (processing jobs/s = N ÷ time from start to the last job done), then stop the workers and enqueue N more in batches of 1000 where the system has a batch call.\n\n")
+	p("Enqueue N no-op jobs (50-byte payload) one per call from `c` goroutines with the workers stopped, start the workers and drain (processing jobs/s = N ÷ time from start to the last job done), then stop the workers and enqueue N more in batches of 1000 where the system has a batch call. Where a configuration ran W1 more than once (three times in the full plan: a drain takes 0.2 to 4 s, and the shared machine's speed drifts), its row is the run with the median processing rate, and the cell gives the range of all; the ratios and verdicts use the median.\n\n")
 	for _, conc := range x.concurrencies(harness.W1) {
 		runs := x.of(harness.W1, conc)
 		rl, hasRL := find(runs, runlogLabel)
@@ -226,7 +235,7 @@ func Render(rs []harness.Result, info Info) string {
 			if hasRL && r.Label != runlogLabel {
 				ratio = Ratio(rl.ProcessRate, r.ProcessRate)
 			}
-			p("| %s | %d | %s | %s | %s | %.1f s | %s | %s | %s |\n", r.Label, r.N, num(r.EnqueueRate), num(r.EnqueueBatchRate), num(r.ProcessRate), r.WallSeconds, mib(r.MaxRSSKiB), onceCell(r), ratio)
+			p("| %s | %d | %s | %s | %s | %.1f s | %s | %s | %s |\n", r.Label, r.N, num(r.EnqueueRate), num(r.EnqueueBatchRate), processCell(r), r.WallSeconds, mib(r.MaxRSSKiB), onceCell(r), ratio)
 		}
 		p("\n")
 	}

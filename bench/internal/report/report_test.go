@@ -159,3 +159,13 @@ func TestRenderPGBar(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessCell: a repeated W1 shows its median and the range of its runs.
+func TestProcessCell(t *testing.T) {
+	if got := processCell(harness.Result{ProcessRate: 7594}); got != "7594" {
+		t.Fatalf("single run: %q", got)
+	}
+	if got := processCell(harness.Result{ProcessRate: 7594, ProcessRates: []float64{8100, 7594, 6900}}); got != "7594 (3 runs: 6900–8100)" {
+		t.Fatalf("three runs: %q", got)
+	}
+}
