@@ -13,7 +13,7 @@
 -- of pending and running jobs only: target load, rescue, a node's requeue.
 -- runlog_jobs_finished (finished_at of finished jobs) is dropped: the
 -- retention DELETE, whose cutoff depends on each row's state and kind,
--- scanned every finished job through it anyway. runlog_jobs_ended keeps
+-- never used it (planned as a scan of the whole table with it in place). runlog_jobs_ended keeps
 -- the failed and cancelled jobs in id order for the dashboard's lists.
 --
 -- The new indexes are built while the table is locked for writes (this
