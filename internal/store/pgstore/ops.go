@@ -632,7 +632,7 @@ func (s *Store) claimTx(ctx context.Context, tx querier, now int64, lim store.Li
 			apply(r, &br.b, c, &op, s.opts.Node)
 			switch op.Kind {
 			case state.OpStart:
-				buf = appendAttempt(buf[:0], attempt{N: op.Attempt, StartedAt: op.At, Node: s.opts.Node})
+				buf = appendAttempt(buf[:0], r.hist[len(r.hist)-1]) // the attempt apply started
 				startIDs = append(startIDs, int64(r.id))
 				startNs = append(startNs, int64(op.Attempt))
 				startLatest = append(startLatest, string(buf))

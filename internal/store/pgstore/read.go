@@ -210,8 +210,7 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 		}
 		return ti
 	}
-	rows, err := s.pool.Query(ctx, `SELECT target, state, fails, until, busy FROM runlog_breakers
-		WHERE NOT (state = 0 AND cardinality(fails) = 0 AND until = 0 AND busy = 0)`)
+	rows, err := s.pool.Query(ctx, nonZeroBreakersSQL)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: targets: %w", err)
 	}
