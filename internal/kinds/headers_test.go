@@ -91,6 +91,16 @@ func TestHostHeaderRefusedAtEnqueue(t *testing.T) {
 			t.Errorf("job header %q: %d %s; want 400 naming the header", name, code, body)
 		}
 	}
+	batch := `{"jobs":[{"kind":"http","url":"` + target.URL + `/ok"},{"kind":"http","url":"` + target.URL + `/hook","headers":{"Host":"evil.example"}}]}`
+	resp, err := http.Post(srv.URL()+"/v1/jobs/batch", "application/json", strings.NewReader(batch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "jobs[1]") || !strings.Contains(string(b), "Host") {
+		t.Errorf("batch with a Host job header: %d %s; want 400 naming jobs[1] and the header", resp.StatusCode, b)
+	}
 	st, err := srv.Runner().Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)

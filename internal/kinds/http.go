@@ -92,16 +92,16 @@ func (r *HTTPRequest) Check(allow []string) (target string, err error) {
 // allow-list admits, and the hop-by-hop and framing headers belong to the
 // connection the client makes, not to the job.
 var forbiddenHeaders = map[string]string{
-	"Host":                "it would send the request to another virtual host than the URL names; put the host in the url",
-	"Connection":          "it is a hop-by-hop header that the client manages",
-	"Keep-Alive":          "it is a hop-by-hop header that the client manages",
-	"Proxy-Connection":    "it is a hop-by-hop header that the client manages",
-	"Proxy-Authorization": "it is a hop-by-hop header meant for a proxy",
-	"Proxy-Authenticate":  "it is a hop-by-hop header meant for a proxy",
-	"Te":                  "it is a hop-by-hop header that the client manages",
-	"Trailer":             "it is a hop-by-hop header that the client manages",
+	"Host":                "it would reach another virtual host than the url names",
+	"Connection":          "a hop-by-hop header, the client's to set per connection",
+	"Keep-Alive":          "a hop-by-hop header, the client's to set per connection",
+	"Proxy-Connection":    "a hop-by-hop header, the client's to set per connection",
+	"Proxy-Authorization": "a hop-by-hop header, meant for a proxy",
+	"Proxy-Authenticate":  "a hop-by-hop header, meant for a proxy",
+	"Te":                  "a hop-by-hop header, the client's to set per connection",
+	"Trailer":             "a hop-by-hop header, the client's to set per connection",
 	"Transfer-Encoding":   "the client frames the body itself",
-	"Upgrade":             "it is a hop-by-hop header that the client manages",
+	"Upgrade":             "a hop-by-hop header, the client's to set per connection",
 	"Content-Length":      "the client sets it from the body",
 }
 
@@ -127,7 +127,7 @@ func CheckHeaders(h map[string]string) error {
 			return fmt.Errorf("%w: header %q is set by runlog on every delivery; remove it", ErrInvalid, name)
 		}
 		if why, ok := forbiddenHeaders[canon]; ok {
-			return fmt.Errorf("%w: header %q may not be set by a job: %s; remove it", ErrInvalid, name, why)
+			return fmt.Errorf("%w: header %q may not be set by a job (%s); remove it", ErrInvalid, name, why)
 		}
 		if !validHeaderValue(value) {
 			return fmt.Errorf("%w: header %q has a control character in its value", ErrInvalid, name)
