@@ -61,6 +61,7 @@ func waitStarted(t *testing.T, started <-chan string, want ...string) {
 	for _, w := range want {
 		missing[w] = true
 	}
+	begin := time.Now()
 	timeout := time.After(5 * time.Second)
 	for len(missing) > 0 {
 		select {
@@ -70,6 +71,7 @@ func waitStarted(t *testing.T, started <-chan string, want ...string) {
 			t.Fatalf("jobs %v did not start within 5 s", missing)
 		}
 	}
+	t.Logf("%v started %v after the wait began", want, time.Since(begin))
 }
 
 // TestClockStepForwardEnqueueRunsAtOnce (issue 14 item 10): job A is due in
