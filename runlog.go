@@ -36,13 +36,15 @@
 //
 // Due jobs start in (due time, id) order as soon as the pool (Concurrency)
 // has a free slot: one dispatcher sleeps until the next due time or a wake-up
-// (an enqueue, an ended attempt) and never polls; a slow attempt never delays
-// another. Due times are wall-clock: a step of the clock is noticed at once
-// on Linux with the system clock, and within 10 s otherwise (see
-// docs/semantics.md, "Wall-clock steps"). Each target (the downstream a job talks to; by default its kind)
-// has a circuit breaker: after Threshold failures within Window it opens for
-// Cooldown, and the jobs it holds back are deferred to when it may admit them
-// again, with no attempt counted. Breaker transitions are derived from the
+// (an enqueue, an ended attempt); a slow attempt never delays another. Due
+// times are wall-clock: with the system clock on Linux the dispatcher sleeps
+// on the wall clock itself and never polls, so a step of the clock is
+// noticed at once; otherwise it looks again every 10 s while a job waits in
+// the future (see docs/semantics.md, "Wall-clock steps"). Each target (the
+// downstream a job talks to; by default its kind) has a circuit breaker:
+// after Threshold failures within Window it opens for Cooldown, and the jobs
+// it holds back are deferred to when it may admit them again, with no
+// attempt counted. Breaker transitions are derived from the
 // journaled starts and outcomes, so a restart rebuilds every breaker exactly
 // as it was.
 package runlog
