@@ -2,6 +2,9 @@ package runlog
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,9 +59,44 @@ func TestWallTimer(t *testing.T) {
 	}
 }
 
-// TestDispatcherUsesWallTimer: with the system clock on Linux a job due
-// shortly starts at its wall-clock due time through the timerfd, which the
-// dispatcher sets instead of a bounded monotonic timer.
+// armedWallTimers returns the remaining time of every timerfd of this
+// process on CLOCK_REALTIME armed with TFD_TIMER_ABSTIME and
+// TFD_TIMER_CANCEL_ON_SET, as the kernel shows them in /proc/self/fdinfo.
+func armedWallTimers(t *testing.T) []time.Duration {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	var out []time.Duration
+	for _, e := range entries {
+		if link, _ := os.Readlink("/proc/self/fd/" + e.Name()); link != "anon_inode:[timerfd]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		var clockID, flags int
+		var sec, nsec int64
+		for line := range strings.Lines(string(info)) {
+			fmt.Sscanf(line, "clockid: %d", &clockID)
+			fmt.Sscanf(line, "settime flags: %o", &flags)
+			fmt.Sscanf(line, "it_value: (%d, %d)", &sec, &nsec)
+		}
+		if clockID == 0 && flags == 3 && sec+nsec > 0 {
+			out = append(out, time.Duration(sec)*time.Second+time.Duration(nsec))
+		}
+	}
+	return out
+}
+
+// TestDispatcherUsesWallTimer: with the system clock on Linux the dispatcher
+// waits for a job due in 1 h on a timerfd on the wall clock, armed for the
+// job's due time with TFD_TIMER_ABSTIME|TFD_TIMER_CANCEL_ON_SET (so that a
+// clock step wakes it, which a test cannot cause without stepping the
+// machine's clock), and a job due shortly starts at its due time, not
+// before.
 func TestDispatcherUsesWallTimer(t *testing.T) {
 	started := make(chan time.Time, 1)
 	r, err := Open(t.TempDir(), Config{SegmentSize: 1 << 20, Handlers: map[string]Handler{
@@ -67,7 +105,23 @@ func TestDispatcherUsesWallTimer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close(t.Context())
+	defer r.Close(context.Background())
+
+	if _, err := r.Enqueue(t.Context(), "job", struct{}{}, RunAt(time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		armed := armedWallTimers(t)
+		if len(armed) == 1 && armed[0] > 59*time.Minute && armed[0] <= time.Hour {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("wall-clock timers armed: %v; want one, about 1 h from now", armed)
+		}
+		time.Sleep(time.Millisecond) // the dispatcher arms it on its own goroutine
+	}
+
 	due := time.Now().Add(100 * time.Millisecond)
 	if _, err := r.Enqueue(t.Context(), "job", struct{}{}, RunAt(due)); err != nil {
 		t.Fatal(err)
