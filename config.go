@@ -164,7 +164,9 @@ type SyncEvent struct {
 }
 
 // Clock is the runner's source of time. Due times are wall-clock; waits use
-// the clock's timers.
+// the clock's timers, which run on elapsed time. So that a step of Now is
+// noticed, the dispatcher sleeps on a Clock other than the default one at
+// most 10 s at a time while a job waits in the future.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time

@@ -131,7 +131,11 @@ func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueR
 	for _, j := range jobs {
 		due = min(due, j.Due)
 	}
-	if due < r.wakeAt.Load() {
+	// Wake the dispatcher for a job due before the time it sleeps until,
+	// and for one due now by the wall clock: after a forward step of the
+	// clock, the dispatcher's timer may still be set for a time that the
+	// wall clock has passed.
+	if due < r.wakeAt.Load() || due <= r.nowMS() {
 		r.signal()
 	}
 	return out, nil

@@ -15,9 +15,10 @@ import (
 
 // fakeClock is a Clock that moves only when the test advances it.
 type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*fakeTimer]struct{}
+	mu      sync.Mutex
+	now     time.Time
+	timers  map[*fakeTimer]struct{}
+	changed chan struct{} // closed (and replaced) when a timer is set; see waitTimers
 }
 
 type fakeTimer struct {
@@ -44,6 +45,10 @@ func (c *fakeClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 		return t.ch, func() bool { return false }
 	}
 	c.timers[t] = struct{}{}
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 	return t.ch, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()

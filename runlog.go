@@ -36,11 +36,15 @@
 //
 // Due jobs start in (due time, id) order as soon as the pool (Concurrency)
 // has a free slot: one dispatcher sleeps until the next due time or a wake-up
-// (an enqueue, an ended attempt) and never polls; a slow attempt never delays
-// another. Each target (the downstream a job talks to; by default its kind)
-// has a circuit breaker: after Threshold failures within Window it opens for
-// Cooldown, and the jobs it holds back are deferred to when it may admit them
-// again, with no attempt counted. Breaker transitions are derived from the
+// (an enqueue, an ended attempt); a slow attempt never delays another. Due
+// times are wall-clock: with the system clock on Linux the dispatcher sleeps
+// on the wall clock itself and never polls, so a step of the clock is
+// noticed at once; otherwise it looks again every 10 s while a job waits in
+// the future (see docs/semantics.md, "Wall-clock steps"). Each target (the
+// downstream a job talks to; by default its kind) has a circuit breaker:
+// after Threshold failures within Window it opens for Cooldown, and the jobs
+// it holds back are deferred to when it may admit them again, with no
+// attempt counted. Breaker transitions are derived from the
 // journaled starts and outcomes, so a restart rebuilds every breaker exactly
 // as it was.
 package runlog
@@ -263,9 +267,13 @@ func (r *Runner) stopDispatch() {
 	r.stopOnce.Do(func() { close(r.stop) })
 }
 
-// maxSleep bounds one wait of the dispatcher, so that a wall-clock step
-// cannot park it for long; waking early only costs one look at the queue.
-const maxSleep = time.Minute
+// stepBound bounds one wait of the dispatcher when it has no wall-clock
+// timer (not Linux, a timerfd refused, or a Config.Clock of the caller's):
+// due times are wall-clock but timers run on the monotonic clock, so a
+// forward step of the wall clock past a due time is noticed within
+// stepBound. Waking early only costs one look at the queue, and only while
+// a job is pending in the future.
+const stepBound = 10 * time.Second
 
 // dispatch is the dispatcher: whenever a job is due and the pool has free
 // slots, it reserves them and starts a claim, which runs the attempts once
@@ -273,16 +281,40 @@ const maxSleep = time.Minute
 // a wake-up (an enqueue, an ended attempt, a finished claim). It does not
 // wait for a claim's sync before looking again, so claims overlap and share
 // group commits with everything else in flight.
+//
+// Every wake-up compares the due times with the wall clock afresh. With the
+// system clock on Linux the sleep is a timerfd on the wall clock (see
+// wallTimer): it fires when the wall clock reaches the next due time, or at
+// once when the clock is stepped, with no periodic wake-up. Otherwise the
+// sleep is bounded by stepBound.
 func (r *Runner) dispatch() {
 	defer close(r.dispatcherDone)
+	var wall *wallTimer
+	if _, ok := r.cfg.Clock.(systemClock); ok {
+		if t, err := newWallTimer(); err == nil {
+			wall = t
+		} else {
+			r.log.Debug("runlog: no wall-clock timer; a clock step is noticed within "+stepBound.String(), "err", err)
+		}
+	}
+	defer func() {
+		if wall != nil {
+			wall.close()
+		}
+	}()
 	for {
 		// Awake, every enqueue signals. Asleep until next, only an enqueue
-		// of a job due before next does (jobs scheduled for later need no
-		// look now). No wake-up is lost: an enqueue applies its jobs before
-		// it reads wakeAt, and the dispatcher sets wakeAt to next only after
-		// it read next; an enqueue that read the old value signalled.
+		// of a job due before next, or due already by the wall clock, does
+		// (jobs scheduled for later need no look now). No wake-up is lost:
+		// an enqueue applies its jobs before it reads wakeAt, and the
+		// dispatcher sets wakeAt to next only after it read next; an
+		// enqueue that read the old value signalled.
 		r.wakeAt.Store(math.MaxInt64)
-		var timer <-chan time.Time
+		var (
+			timer  <-chan time.Time
+			wallC  <-chan struct{}
+			future bool
+		)
 		stopTimer := func() bool { return false }
 		if next, ok := r.st.NextDue(); ok {
 			now := r.nowMS()
@@ -294,9 +326,24 @@ func (r *Runner) dispatch() {
 				// Otherwise due work waits for a free slot, which an ending
 				// attempt signals.
 			} else {
+				future = true
 				r.wakeAt.Store(next)
-				timer, stopTimer = r.cfg.Clock.NewTimer(min(time.Duration(next-now)*time.Millisecond, maxSleep))
+				if wall != nil {
+					if err := wall.arm(next); err != nil {
+						r.log.Warn("runlog: the wall-clock timer failed; a clock step is now noticed within "+stepBound.String(), "err", err)
+						wall.close()
+						wall = nil
+					} else {
+						wallC = wall.C()
+					}
+				}
+				if wall == nil {
+					timer, stopTimer = r.cfg.Clock.NewTimer(min(time.Duration(next-now)*time.Millisecond, stepBound))
+				}
 			}
+		}
+		if !future && wall != nil {
+			wall.disarm() // nothing to wake for but a signal
 		}
 		select {
 		case <-r.stop:
@@ -305,6 +352,7 @@ func (r *Runner) dispatch() {
 			return
 		case <-r.wake:
 		case <-timer:
+		case <-wallC:
 		}
 		stopTimer()
 	}

@@ -47,8 +47,9 @@ type HTTPRequest struct {
 	URL string `json:"url"`
 	// Method is the request method; empty means POST. Validate upper-cases it.
 	Method string `json:"method,omitempty"`
-	// Headers are added to the request. A "Host" entry sets the Host header.
-	// Runlog-Job-Id and Runlog-Attempt are reserved.
+	// Headers are added to the request. Runlog-Job-Id and Runlog-Attempt
+	// are reserved; Host and the hop-by-hop headers are refused (see
+	// CheckHeaders).
 	Headers map[string]string `json:"headers,omitempty"`
 	// Body is sent as the request body.
 	Body string `json:"body,omitempty"`
@@ -80,22 +81,59 @@ func (r *HTTPRequest) Check(allow []string) (target string, err error) {
 	if !isToken(r.Method) {
 		return "", fmt.Errorf("%w: method %q is not a valid HTTP method", ErrInvalid, r.Method)
 	}
-	if len(r.Headers) > maxHeaders {
-		return "", fmt.Errorf("%w: %d headers, at most %d are allowed", ErrInvalid, len(r.Headers), maxHeaders)
-	}
-	for name, value := range r.Headers {
-		if !isToken(name) {
-			return "", fmt.Errorf("%w: header name %q is not a valid HTTP header name", ErrInvalid, name)
-		}
-		switch http.CanonicalHeaderKey(name) {
-		case HeaderJobID, HeaderAttempt:
-			return "", fmt.Errorf("%w: header %q is set by runlog on every delivery; remove it", ErrInvalid, name)
-		}
-		if !validHeaderValue(value) {
-			return "", fmt.Errorf("%w: header %q has a control character in its value", ErrInvalid, name)
-		}
+	if err := CheckHeaders(r.Headers); err != nil {
+		return "", err
 	}
 	return u.Scheme + "://" + hostPort(u), nil
+}
+
+// forbiddenHeaders are the header names (canonical form) that a job may not
+// set: Host would let a job reach another virtual host behind an address the
+// allow-list admits, and the hop-by-hop and framing headers belong to the
+// connection the client makes, not to the job.
+var forbiddenHeaders = map[string]string{
+	"Host":                "it would reach another virtual host than the url names",
+	"Connection":          "a hop-by-hop header, the client's to set per connection",
+	"Keep-Alive":          "a hop-by-hop header, the client's to set per connection",
+	"Proxy-Connection":    "a hop-by-hop header, the client's to set per connection",
+	"Proxy-Authorization": "a hop-by-hop header, meant for a proxy",
+	"Proxy-Authenticate":  "a hop-by-hop header, meant for a proxy",
+	"Te":                  "a hop-by-hop header, the client's to set per connection",
+	"Trailer":             "a hop-by-hop header, the client's to set per connection",
+	"Transfer-Encoding":   "the client frames the body itself",
+	"Upgrade":             "a hop-by-hop header, the client's to set per connection",
+	"Content-Length":      "the client sets it from the body",
+}
+
+// CheckHeaders checks the headers of an http job: at most 100, each name a
+// valid HTTP token and each value free of control characters (tab
+// excepted); the names Runlog-Job-Id and Runlog-Attempt are reserved; Host
+// and the hop-by-hop and framing headers (Connection, Keep-Alive,
+// Proxy-Connection, Proxy-Authorization, Proxy-Authenticate, TE, Trailer,
+// Transfer-Encoding, Upgrade, Content-Length) are refused, in any case.
+// Errors wrap ErrInvalid and name the header. HTTPRequest.Check calls it at
+// enqueue and again before each delivery.
+func CheckHeaders(h map[string]string) error {
+	if len(h) > maxHeaders {
+		return fmt.Errorf("%w: %d headers, at most %d are allowed", ErrInvalid, len(h), maxHeaders)
+	}
+	for name, value := range h {
+		if !isToken(name) {
+			return fmt.Errorf("%w: header name %q is not a valid HTTP header name", ErrInvalid, name)
+		}
+		canon := http.CanonicalHeaderKey(name)
+		switch canon {
+		case HeaderJobID, HeaderAttempt:
+			return fmt.Errorf("%w: header %q is set by runlog on every delivery; remove it", ErrInvalid, name)
+		}
+		if why, ok := forbiddenHeaders[canon]; ok {
+			return fmt.Errorf("%w: header %q may not be set by a job (%s); remove it", ErrInvalid, name, why)
+		}
+		if !validHeaderValue(value) {
+			return fmt.Errorf("%w: header %q has a control character in its value", ErrInvalid, name)
+		}
+	}
+	return nil
 }
 
 // ParseURL parses an http job's URL and checks that it is an absolute http or
@@ -284,8 +322,11 @@ func HTTP(client *http.Client, allow []string) runlog.Handler {
 }
 
 func deliver(ctx context.Context, client *http.Client, allow []string, req HTTPRequest) error {
+	// Checked again: the job may have been journaled by an older version
+	// that let more through (a Host header, a host since removed from the
+	// allow-list). Such a job fails at once, without contacting anyone.
 	if err := req.Validate(allow); err != nil {
-		return runlog.Permanent(err)
+		return runlog.Permanent(fmt.Errorf("refused before delivery, the target was not contacted: %w", err))
 	}
 	var body io.Reader
 	if req.Body != "" {
@@ -296,10 +337,6 @@ func deliver(ctx context.Context, client *http.Client, allow []string, req HTTPR
 		return runlog.Permanent(fmt.Errorf("%w: %v", ErrInvalid, err))
 	}
 	for name, value := range req.Headers {
-		if http.CanonicalHeaderKey(name) == "Host" {
-			hreq.Host = value
-			continue
-		}
 		hreq.Header.Set(name, value)
 	}
 	if hreq.Header.Get("User-Agent") == "" {
