@@ -11,6 +11,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/pgtest"
+	"github.com/runlog/runlog/postgres"
 )
 
 // fakeClock is a Clock that moves only when the test advances it.
@@ -99,7 +100,7 @@ func openRunner(t testing.TB, dir string, cfg runlog.Config) *runlog.Runner {
 		err error
 	)
 	if os.Getenv(envTestStore) == "postgres" && !embeddedOnly[t.Name()] {
-		r, err = runlog.OpenPostgres(context.Background(), pgtest.URL(t), cfg)
+		r, err = postgres.Open(context.Background(), pgtest.URL(t), cfg)
 	} else {
 		r, err = runlog.Open(dir, cfg)
 	}

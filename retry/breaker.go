@@ -14,7 +14,7 @@ var ErrInvalidCircuit = errors.New("retry: invalid circuit")
 // DefaultCircuit.
 type Circuit struct {
 	// Threshold is how many failures, each inside WindowMS of the newest,
-	// open the circuit. It must be 1 or more (the seed treated 0 as 1).
+	// open the circuit. It must be 1 or more.
 	// A closed breaker keeps the times of up to Threshold-1 recent failures
 	// and copies them on each failure, so a huge Threshold with a long
 	// window costs time per failure; to switch a breaker off, pair a huge
@@ -25,8 +25,8 @@ type Circuit struct {
 	// CooldownMS is how long the circuit stays open, in ms. 0 or more.
 	CooldownMS int64
 	// Probes is how many attempts a half-open circuit admits at once. It
-	// must be 1 or more: with 0 the seed's circuit stayed half-open and
-	// denied every attempt forever.
+	// must be 1 or more: with 0 a half-open circuit would admit nothing and
+	// deny every attempt forever.
 	Probes int
 }
 
@@ -97,7 +97,7 @@ type Breaker struct {
 }
 
 // Admit reports whether the breaker admits an attempt at now, and returns
-// the breaker after that admission (seed SPEC §5.7):
+// the breaker after that admission:
 //
 //	closed                       → closed, admitted
 //	open, now < Until            → open, denied
@@ -140,7 +140,7 @@ func (b Breaker) Release() Breaker {
 }
 
 // Done returns the breaker after an attempt ended at now, failed or not
-// (seed SPEC §5.7):
+// as follows:
 //
 //	closed, success     → closed with no failures
 //	closed, failure     → now + the failures still inside the window;
@@ -178,7 +178,7 @@ func (b Breaker) Done(c Circuit, now int64, failed bool) Breaker {
 }
 
 // NextAdmit returns when an attempt the breaker denied at now should be
-// tried again (the seed's until()): Until while open, now + CooldownMS
+// tried again: Until while open, now + CooldownMS
 // otherwise (a full half-open breaker; a closed one never denies).
 //
 // It is not named Until because that is the field it reads.

@@ -51,7 +51,7 @@ func TestBreakerStateString(t *testing.T) {
 	}
 }
 
-// TestBreakerAdmit pins every admission row of seed SPEC §5.7.
+// TestBreakerAdmit pins every admission row of the breaker table (docs/semantics.md).
 func TestBreakerAdmit(t *testing.T) {
 	c := Circuit{Threshold: 2, WindowMS: 10000, CooldownMS: 300, Probes: 2}
 	tests := []struct {
@@ -67,7 +67,7 @@ func TestBreakerAdmit(t *testing.T) {
 		{"open probes after cooldown", c, Breaker{State: Open, Until: 1000}, 1000, Breaker{State: HalfOpen, Busy: 1}, true},
 		{"half admits up to probes", c, Breaker{State: HalfOpen, Busy: 1}, 1001, Breaker{State: HalfOpen, Busy: 2}, true},
 		{"half full denies", c, Breaker{State: HalfOpen, Busy: 2}, 1002, Breaker{State: HalfOpen, Busy: 2}, false},
-		{"zero probes: half-open that denies (seed livelock)", Circuit{Threshold: 1}, Breaker{State: Open, Until: 1000}, 2000, Breaker{State: HalfOpen}, false},
+		{"zero probes: half-open that denies (would deny forever)", Circuit{Threshold: 1}, Breaker{State: Open, Until: 1000}, 2000, Breaker{State: HalfOpen}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,8 +79,8 @@ func TestBreakerAdmit(t *testing.T) {
 	}
 }
 
-// TestBreakerDone pins every completion row of seed SPEC §5.7 and the
-// window fixtures of the seed's retry laws.
+// TestBreakerDone pins every completion row of the breaker table and the
+// window fixtures of the retry laws.
 func TestBreakerDone(t *testing.T) {
 	c := Circuit{Threshold: 3, WindowMS: 1000, CooldownMS: 300, Probes: 1}
 	tests := []struct {

@@ -7,7 +7,7 @@
 // r uint32. The same inputs always give the same outputs, which is what lets
 // runlog replay its journal into exactly the state it had before a restart.
 //
-// The semantics are those of the bend-kit seed runner (seed SPEC §5):
+// The rules:
 //
 //   - Backoff: Delay(p, n) = min(CapMS, BaseMS·2^n), doubled one step at a
 //     time so that no step passes the cap and nothing overflows.

@@ -52,7 +52,7 @@ func TestLawsBackoff(t *testing.T) {
 }
 
 // TestLawsTrace drives a few jobs that share one breaker through random
-// outcomes and times, and checks the seed's budget and breaker laws on the
+// outcomes and times, and checks the budget and breaker laws on the
 // way: attempts started ≤ Attempts and each admission takes exactly one
 // attempt, a denial none (budget_step_exact, budget_bound); no admission at
 // or after the deadline (deadline_denies); no wait planned past the budget

@@ -27,8 +27,7 @@ type Policy struct {
 }
 
 // DefaultPolicy returns the policy a job gets when it names none: 10
-// attempts, a backoff from 500 ms doubling up to 30 s (the seed's hairpin
-// defaults for base and cap), and no deadline.
+// attempts, a backoff from 500 ms doubling up to 30 s, and no deadline.
 func DefaultPolicy() Policy {
 	return Policy{Attempts: 10, BaseMS: 500, CapMS: 30000}
 }
@@ -61,8 +60,7 @@ type Budget struct {
 }
 
 // BudgetFor returns the budget of a job under policy p that has failed
-// fails attempts so far and was first due at firstDue (the seed's
-// budget(policy, tries[id])): Left = Attempts − fails, never below 0, and a
+// fails attempts so far and was first due at firstDue: Left = Attempts − fails, never below 0, and a
 // deadline at firstDue + DeadlineMS when the policy has one.
 func BudgetFor(p Policy, fails int, firstDue int64) Budget {
 	b := Budget{Left: max(p.Attempts-max(fails, 0), 0)}
@@ -87,7 +85,7 @@ func Delay(p Policy, n int) int64 {
 	return d
 }
 
-// Jitter returns the seed's equal jitter of a delay d for the random value
+// Jitter returns the equal jitter of a delay d for the random value
 // r: ⌊d/2⌋ + r mod (⌊d/2⌋+1), a wait in [⌊d/2⌋, 2⌊d/2⌋] (at most d) for
 // every r. A negative d counts as 0.
 func Jitter(d int64, r uint32) int64 {
@@ -180,7 +178,7 @@ func (d Deny) String() string {
 	return fmt.Sprintf("deny(%d)", uint8(d))
 }
 
-// Admit decides whether an attempt may start at now (the seed's admit). It
+// Admit decides whether an attempt may start at now. It
 // checks the deadline first (DenyLate), then the attempts left (DenySpent),
 // then the breaker br under circuit c (DenyOpen). Only an admitted attempt
 // takes one attempt from the budget; a denial returns b unchanged. The
@@ -202,10 +200,10 @@ func Admit(br Breaker, c Circuit, b Budget, now int64) (Breaker, Budget, Deny) {
 	return br, b, DenyNone
 }
 
-// PlanAfter decides what follows an attempt that ended at now with class
-// (the seed's plan). b is the budget Admit left when the attempt started,
-// n the job's failures before this attempt, after the server-supplied wait
-// (negative for none) and r the random value for jitter.
+// PlanAfter decides what follows an attempt that ended at now with class.
+// b is the budget Admit left when the attempt started, n the job's
+// failures before this attempt, after the server-supplied wait (negative
+// for none) and r the random value for jitter.
 //
 // Any class other than Retryable stops. A retryable failure stops when no
 // attempt is left or when the deadline falls at or before now + wait;

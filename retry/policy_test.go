@@ -257,7 +257,7 @@ func TestPlanAfter(t *testing.T) {
 	}
 }
 
-// TestAttemptsBound walks the seed's example: with Attempts 3 a job gets at
+// TestAttemptsBound walks an example: with Attempts 3 a job gets at
 // most three attempts: left 3→2 (wait), 2→1 (wait), 1→0 (stop).
 func TestAttemptsBound(t *testing.T) {
 	p := Policy{Attempts: 3, BaseMS: 500, CapMS: 30000}

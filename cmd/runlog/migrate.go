@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/runlog/runlog/internal/store/pgstore"
+	"github.com/runlog/runlog/postgres"
 )
 
 // runMigrate applies the embedded schema migrations to a PostgreSQL
@@ -24,7 +24,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := pgstore.Migrate(ctx, *url)
+	n, err := postgres.Migrate(ctx, *url)
 	if err != nil {
 		fmt.Fprintf(stderr, "runlog migrate: %v\n", err)
 		return exitFailure

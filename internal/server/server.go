@@ -24,6 +24,7 @@ import (
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/dashboard"
 	"github.com/runlog/runlog/internal/kinds"
+	"github.com/runlog/runlog/postgres"
 	"github.com/valyala/fasthttp"
 )
 
@@ -134,7 +135,7 @@ func Start(cfg Config) (*Server, error) {
 		err    error
 	)
 	if cfg.Postgres != "" {
-		runner, err = runlog.OpenPostgres(context.Background(), cfg.Postgres, rc)
+		runner, err = postgres.Open(context.Background(), cfg.Postgres, rc)
 		if err != nil {
 			return nil, fmt.Errorf("server: open PostgreSQL store: %w", err)
 		}

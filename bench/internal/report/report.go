@@ -403,7 +403,7 @@ func renderPGBar(b *strings.Builder, x *results) {
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("## The bar of issue 9: runlog on PostgreSQL\n\n")
-	p("runlog-pg (runlog.OpenPostgres on the same PostgreSQL server, fsync=on, synchronous_commit=on) ≥ %.1f× the best River-on-PostgreSQL configuration on W1 processing and on W2; in W4, every job a killed node held runs again within %.0f s (River's default rescues stuck jobs after 1 h).\n\n", pgBarRatio, pgBarRecover)
+	p("runlog-pg (postgres.Open on the same PostgreSQL server, fsync=on, synchronous_commit=on) ≥ %.1f× the best River-on-PostgreSQL configuration on W1 processing and on W2; in W4, every job a killed node held runs again within %.0f s (River's default rescues stuck jobs after 1 h).\n\n", pgBarRatio, pgBarRecover)
 	check := func(name string, runs []harness.Result, metric func(harness.Result) float64, unit string) {
 		pg, ok := find(runs, pgLabel)
 		var peers []harness.Result

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/postgres"
 
 	"github.com/runlog/runlog/bench/internal/driver/pgdb"
 	"github.com/runlog/runlog/bench/internal/harness"
@@ -52,11 +52,11 @@ func OpenPostgres(ctx context.Context, cfg harness.Config) (harness.Driver, erro
 		return nil, err
 	}
 	d, rc := newDriver(cfg)
-	opts := runlog.PostgresOptions{MaxConns: pgPool}
+	opts := postgres.Options{MaxConns: pgPool}
 	if cfg.Workload == harness.W4 && cfg.Mode == harness.ModeTuned {
 		opts.Lease, opts.Heartbeat, opts.RescueEvery = tunedLease, tunedHeartbeat, tunedRescue
 	}
-	r, err := runlog.OpenPostgresWith(ctx, pgURL, rc, opts)
+	r, err := postgres.OpenWith(ctx, pgURL, rc, opts)
 	if err != nil {
 		return nil, fmt.Errorf("runlog-pg: open: %w", err)
 	}

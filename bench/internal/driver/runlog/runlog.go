@@ -2,7 +2,7 @@
 // repository) for the benchmark, as two systems: "runlog", the embedded
 // journal (durability on: every enqueue and outcome is fdatasync'ed by
 // group commit before it is acknowledged), and "runlog-pg", runlog on
-// PostgreSQL (runlog.OpenPostgres, on the server River runs on).
+// PostgreSQL (postgres.Open of github.com/runlog/runlog/postgres, on the server River runs on).
 package runlog
 
 import (

@@ -1,4 +1,4 @@
-package runlog_test
+package postgres_test
 
 import (
 	"bytes"
@@ -23,6 +23,8 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/pgtest"
+	"github.com/runlog/runlog/internal/testwait"
+	"github.com/runlog/runlog/postgres"
 )
 
 // TestEnqueueTx: a job enqueued in a transaction that rolls back does not
@@ -38,13 +40,13 @@ func TestEnqueueTx(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	ran := make(chan uint64, 10)
-	r, err := runlog.OpenPostgresWith(ctx, url, runlog.Config{Logger: quietLogger(), Handlers: map[string]runlog.Handler{
+	r, err := postgres.OpenWith(ctx, url, runlog.Config{Logger: quietLogger(), Handlers: map[string]runlog.Handler{
 		"k": runlog.Handle(func(ctx context.Context, _ []byte) error {
 			info, _ := runlog.AttemptFrom(ctx)
 			ran <- info.JobID
 			return nil
 		}),
-	}}, runlog.PostgresOptions{PollEvery: time.Hour})
+	}}, postgres.Options{PollEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestEnqueueTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rolled, err := runlog.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "k", Payload: []byte(`{}`)})
+	rolled, err := postgres.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "k", Payload: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +76,11 @@ func TestEnqueueTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := runlog.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "k", Key: "once"})
+	first, err := postgres.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "k", Key: "once"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := runlog.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "k", Key: "once"})
+	again, err := postgres.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "k", Key: "once"})
 	if err != nil || !again.Existing || again.ID != first.ID {
 		t.Fatalf("same key in the same transaction: %+v %v, want the holder %d", again, err, first.ID)
 	}
@@ -93,7 +95,7 @@ func TestEnqueueTx(t *testing.T) {
 		{"negative timeout", runlog.JobRequest{Kind: "k", Timeout: -time.Second}, runlog.ErrInvalid},
 		{"long key", runlog.JobRequest{Kind: "k", Key: strings.Repeat("x", 2000)}, runlog.ErrInvalid},
 	} {
-		if _, err := runlog.EnqueueTx(ctx, tx, tc.req); !errors.Is(err, tc.want) {
+		if _, err := postgres.EnqueueTx(ctx, tx, tc.req); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -127,14 +129,14 @@ func TestPostgresCancelOnOtherNode(t *testing.T) {
 			return ctx.Err()
 		}),
 	}}
-	a, err := runlog.OpenPostgresWith(ctx, url, cfg, runlog.PostgresOptions{Node: "a"})
+	a, err := postgres.OpenWith(ctx, url, cfg, postgres.Options{Node: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close(ctx)
 	id := mustEnqueue(t, a, "block", nil)
 	waitState(t, a, id, runlog.StateRunning)
-	b, err := runlog.OpenPostgresWith(ctx, url, cfg, runlog.PostgresOptions{Node: "b"})
+	b, err := postgres.OpenWith(ctx, url, cfg, postgres.Options{Node: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +251,7 @@ func runNode(url, name string, jobs int) error {
 			}),
 		},
 	}
-	r, err := runlog.OpenPostgresWith(ctx, url, cfg, runlog.PostgresOptions{
+	r, err := postgres.OpenWith(ctx, url, cfg, postgres.Options{
 		Node: name, Lease: nodeLease, Heartbeat: 200 * time.Millisecond, RescueEvery: 200 * time.Millisecond, PollEvery: 500 * time.Millisecond,
 	})
 	if err != nil {
@@ -593,7 +595,7 @@ func TestPostgresStaleNode(t *testing.T) {
 	var res runlog.EnqueueResult
 	err := pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
 		var err error
-		res, err = runlog.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "slow"})
+		res, err = postgres.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "slow"})
 		return err
 	})
 	if err != nil {
@@ -630,7 +632,7 @@ func TestPostgresStaleNode(t *testing.T) {
 		attempts[1].Node != "b" || attempts[1].Class != 1 || !attempts[1].Ended {
 		t.Fatalf("history %s: want attempt 1 by a interrupted (not its success), attempt 2 by b succeeded", hist)
 	}
-	waitFor(t, "node a to log the fenced outcome", func() bool { return strings.Contains(a.logs(), "outcome dropped") })
+	testwait.For(t, "node a to log the fenced outcome", func() bool { return strings.Contains(a.logs(), "outcome dropped") })
 	if err := a.cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("the stale node exited: %v\n%s", err, a.logs())
 	}
@@ -657,10 +659,10 @@ func benchPostgresW1(b *testing.B, nodes int) {
 	ctx := context.Background()
 	for range b.N {
 		url := pgtest.URL(b)
-		clock := newFakeClock()
+		clock := fixedClock{time.UnixMilli(1_700_000_000_000)}
 		cfg := runlog.Config{Logger: quietLogger(), Concurrency: 256, Clock: clock, Handlers: map[string]runlog.Handler{"noop": runlog.Handle(noop)},
 			Breaker: runlog.BreakerConfig{Threshold: 1 << 30, Window: time.Second, Cooldown: time.Second, Probes: 1}}
-		r, err := runlog.OpenPostgres(ctx, url, cfg)
+		r, err := postgres.Open(ctx, url, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -689,7 +691,7 @@ func benchPostgresW1(b *testing.B, nodes int) {
 		start = time.Now()
 		runners := make([]*runlog.Runner, nodes)
 		for i := range runners {
-			if runners[i], err = runlog.OpenPostgres(ctx, url, cfg); err != nil {
+			if runners[i], err = postgres.Open(ctx, url, cfg); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -706,11 +708,11 @@ func benchPostgresW1(b *testing.B, nodes int) {
 	}
 }
 
-// ExampleOpenPostgres runs jobs from a PostgreSQL database that several
+// ExampleOpen runs jobs from a PostgreSQL database that several
 // processes share. (Not run by go test: it needs a server.)
-func ExampleOpenPostgres() {
+func ExampleOpen() {
 	ctx := context.Background()
-	r, err := runlog.OpenPostgres(ctx, "postgres://runlog@localhost:5432/app", runlog.Config{
+	r, err := postgres.Open(ctx, "postgres://runlog@localhost:5432/app", runlog.Config{
 		Handlers: map[string]runlog.Handler{
 			"email": runlog.Handle(func(ctx context.Context, to string) error {
 				info, _ := runlog.AttemptFrom(ctx)
@@ -742,7 +744,7 @@ func ExampleEnqueueTx() {
 		if _, err := tx.Exec(ctx, "INSERT INTO orders (id) VALUES (42)"); err != nil {
 			return err
 		}
-		_, err := runlog.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "email", Payload: []byte(`"a@example.com"`), Key: "order-42"})
+		_, err := postgres.EnqueueTx(ctx, tx, runlog.JobRequest{Kind: "email", Payload: []byte(`"a@example.com"`), Key: "order-42"})
 		return err
 	})
 	fmt.Println(err)

@@ -1,0 +1,43 @@
+package runlog
+
+import (
+	"time"
+
+	"github.com/runlog/runlog/internal/bridge"
+	"github.com/runlog/runlog/internal/store"
+)
+
+// The engine's side of package bridge: how runlog/postgres starts a runner
+// on its store and checks a job it enqueues in the caller's transaction.
+func init() {
+	bridge.Start = func(c any, open func(bridge.StoreOptions) (store.Store, error)) (any, error) {
+		cfg := c.(Config).withDefaults()
+		if err := cfg.validate(); err != nil {
+			return nil, err
+		}
+		clock := cfg.Clock
+		st, err := open(bridge.StoreOptions{
+			Circuit:   cfg.Breaker.circuit(),
+			Retention: cfg.Retention.rules(),
+			Now:       func() int64 { return clock.Now().UnixMilli() },
+			Logger:    cfg.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return start(st, cfg), nil
+	}
+	bridge.NewJob = func(req any, now time.Time) (store.NewJob, error) {
+		return validateRequest(req.(*JobRequest), now)
+	}
+}
+
+// validateRequest checks req with the default Config as Enqueue would, but
+// without a runner's handlers.
+func validateRequest(req *JobRequest, now time.Time) (store.NewJob, error) {
+	cfg := Config{}.withDefaults()
+	// newJob checks only that the kind is registered; a job enqueued in a
+	// caller's transaction has no runner, so any non-empty kind is accepted.
+	cfg.Handlers = map[string]Handler{req.Kind: nil}
+	return (&Runner{cfg: cfg}).newJob(req, now)
+}

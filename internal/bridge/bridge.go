@@ -1,0 +1,38 @@
+// Package bridge is the seam between package runlog and the packages that
+// run it on another store (runlog/postgres): they open their store with
+// the options a runlog.Config implies and hand it to the engine, without
+// package runlog importing them (an embedded-only program then links no
+// database driver). Package runlog sets the funcs in its init.
+package bridge
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// StoreOptions are the parts of a runner's configuration that a store
+// needs, resolved from a runlog.Config with its defaults applied.
+type StoreOptions struct {
+	// Circuit configures every target's breaker.
+	Circuit retry.Circuit
+	// Retention says how long finished jobs are kept (nil: forever).
+	Retention *state.Retention
+	// Now is the runner's clock, in ms since the Unix epoch.
+	Now func() int64
+	// Logger is the runner's logger.
+	Logger *slog.Logger
+}
+
+// Start validates cfg (a runlog.Config) as runlog.Open does, calls open
+// with the store options it implies and starts a runner (a *runlog.Runner)
+// on the store open returns. Set by package runlog.
+var Start func(cfg any, open func(StoreOptions) (store.Store, error)) (any, error)
+
+// NewJob checks req (a *runlog.JobRequest) as Enqueue checks it under the
+// default Config, accepting any non-empty kind, and returns the job to
+// store at now. Set by package runlog.
+var NewJob func(req any, now time.Time) (store.NewJob, error)
