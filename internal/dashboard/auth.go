@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -49,12 +50,14 @@ type auth struct {
 
 	mu        sync.Mutex
 	sessions  map[[sha256.Size]byte]*session // by the hash of the id
+	logins    uint64                         // sessions made so far
 	lastSweep time.Time
 }
 
 // session is one login.
 type session struct {
 	csrf    string
+	seq     uint64 // the order of the logins: the lowest is the oldest
 	created time.Time
 	seen    time.Time // the last request
 }
@@ -106,16 +109,16 @@ func (a *auth) newSession() string {
 	a.sweep(now)
 	if len(a.sessions) >= maxSessions {
 		var oldest [sha256.Size]byte
-		var at time.Time
-		first := true
+		seq := uint64(math.MaxUint64)
 		for k, s := range a.sessions {
-			if first || s.created.Before(at) {
-				oldest, at, first = k, s.created, false
+			if s.seq < seq {
+				oldest, seq = k, s.seq
 			}
 		}
 		delete(a.sessions, oldest)
 	}
-	a.sessions[sha256.Sum256([]byte(id))] = &session{csrf: randomID(), created: now, seen: now}
+	a.logins++
+	a.sessions[sha256.Sum256([]byte(id))] = &session{csrf: randomID(), seq: a.logins, created: now, seen: now}
 	return id
 }
 
@@ -129,15 +132,24 @@ func (a *auth) sweep(now time.Time) {
 	a.lastSweep = now
 }
 
+// maybeSweep drops the expired sessions when the last sweep is more than
+// sweepEvery ago, so that the table holds only live sessions even when
+// nobody logs in.
+func (a *auth) maybeSweep() {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now.Sub(a.lastSweep) >= sweepEvery || now.Before(a.lastSweep) {
+		a.sweep(now)
+	}
+}
+
 // lookup returns the live session of id (and marks it used), or nil.
 func (a *auth) lookup(id string) *session {
 	now := a.now()
 	k := sha256.Sum256([]byte(id))
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if now.Sub(a.lastSweep) >= sweepEvery || now.Before(a.lastSweep) {
-		a.sweep(now)
-	}
 	s := a.sessions[k]
 	if s == nil {
 		return nil
@@ -175,6 +187,7 @@ func (a *auth) check(r *http.Request) access {
 	if !a.token {
 		return access{ok: true}
 	}
+	a.maybeSweep()
 	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
 		if s := a.lookup(c.Value); s != nil {
 			return access{ok: true, session: s}
