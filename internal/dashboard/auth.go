@@ -8,10 +8,11 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runlog/runlog/internal/authlimit"
 )
 
 // Cookie and field names.
@@ -46,7 +47,7 @@ type auth struct {
 	tokenHash [sha256.Size]byte
 	anonCSRF  string // the CSRF token without a token (no sessions)
 	now       func() time.Time
-	throttle  *throttle
+	limiter   *authlimit.Limiter
 
 	mu        sync.Mutex
 	sessions  map[[sha256.Size]byte]*session // by the hash of the id
@@ -62,13 +63,18 @@ type session struct {
 	seen    time.Time // the last request
 }
 
-func newAuth(token string, now func() time.Time) *auth {
+// newAuth returns the auth of token on the clock now; wrong tokens count
+// on lim (a limiter of its own when nil).
+func newAuth(token string, now func() time.Time, lim *authlimit.Limiter) *auth {
+	if lim == nil {
+		lim = authlimit.New(now)
+	}
 	return &auth{
 		token:     token != "",
 		tokenHash: sha256.Sum256([]byte(token)),
 		anonCSRF:  randomID(),
 		now:       now,
-		throttle:  newThrottle(now),
+		limiter:   lim,
 		sessions:  make(map[[sha256.Size]byte]*session),
 		lastSweep: now(),
 	}
@@ -195,15 +201,8 @@ func (a *auth) check(r *http.Request) access {
 	}
 	const prefix = "Bearer "
 	if h := r.Header.Get("Authorization"); len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
-		key := clientKey(r.RemoteAddr)
-		if d := a.throttle.wait(key); d > 0 {
-			return access{wait: d}
-		}
-		if a.tokenOK(h[len(prefix):]) {
-			a.throttle.succeed(key)
-			return access{ok: true, bearer: true}
-		}
-		a.throttle.fail(key)
+		right, wait := a.limiter.Check(r.RemoteAddr, func() bool { return a.tokenOK(h[len(prefix):]) })
+		return access{ok: right, bearer: right, wait: wait}
 	}
 	return access{}
 }
@@ -241,17 +240,11 @@ func (a *auth) validCSRF(r *http.Request, acc access) bool {
 	return want != "" && got != "" && equal(got, want)
 }
 
-// retryAfter formats d for a Retry-After header: whole seconds, at least 1.
-func retryAfter(d time.Duration) string {
-	s := int64((d + time.Second - 1) / time.Second)
-	return strconv.FormatInt(max(s, 1), 10)
-}
-
 // tooMany answers a client that must wait d before its token is checked.
 func (h *handler) tooMany(w http.ResponseWriter, r *http.Request, d time.Duration) {
-	w.Header().Set("Retry-After", retryAfter(d))
-	h.log.Warn("dashboard: token checks throttled", "remote", r.RemoteAddr, "path", r.URL.Path, "retry_after", retryAfter(d))
-	msg := "Too many wrong tokens were sent (from your address, or from everywhere at once). Wait " + retryAfter(d) + " s and try again."
+	w.Header().Set("Retry-After", authlimit.RetryAfter(d))
+	h.log.Debug("dashboard: token checks throttled", "remote", r.RemoteAddr, "path", r.URL.Path, "retry_after", authlimit.RetryAfter(d))
+	msg := "Too many wrong tokens were sent (from your address, or from everywhere at once). Wait " + authlimit.RetryAfter(d) + " s and try again."
 	if r.URL.Path == "/login" && r.Method == http.MethodPost {
 		h.render(w, r, http.StatusTooManyRequests, "login", pageData{Title: "Log in", Next: localPath(r.PostForm.Get("next")), Error: msg})
 		return
@@ -306,19 +299,17 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	key := clientKey(r.RemoteAddr)
-	if d := h.auth.throttle.wait(key); d > 0 {
-		h.tooMany(w, r, d)
+	right, wait := h.auth.limiter.Check(r.RemoteAddr, func() bool { return h.auth.tokenOK(r.PostForm.Get("token")) })
+	if wait > 0 {
+		h.tooMany(w, r, wait)
 		return
 	}
-	if !h.auth.tokenOK(r.PostForm.Get("token")) {
-		h.auth.throttle.fail(key)
+	if !right {
 		h.log.Warn("dashboard: login with a wrong token", "remote", r.RemoteAddr)
 		h.render(w, r, http.StatusUnauthorized, "login", pageData{Title: "Log in", Next: next,
 			Error: "That is not the server's token. It is the value of --token, --token-file or RUNLOG_TOKEN."})
 		return
 	}
-	h.auth.throttle.succeed(key)
 	// A login replaces the session the browser had, if any.
 	if c, err := r.Cookie(sessionCookie); err == nil {
 		h.auth.endSession(c.Value)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/authlimit"
 )
 
 // browser is an HTTP client over real sockets from one source address
@@ -262,8 +263,8 @@ func TestLoginThrottle(t *testing.T) {
 			t.Fatalf("wrong login: %d", res.StatusCode)
 		}
 	}
-	if checked != throttleBudget+1 || throttled != 300-checked {
-		t.Fatalf("300 wrong logins at once: %d checked, %d throttled; want %d checked", checked, throttled, throttleBudget+1)
+	if checked != authlimit.Budget+1 || throttled != 300-checked {
+		t.Fatalf("300 wrong logins at once: %d checked, %d throttled; want %d checked", checked, throttled, authlimit.Budget+1)
 	}
 	if ra, err := strconv.Atoi(last.Header.Get("Retry-After")); err != nil || ra < 1 {
 		t.Errorf("429 without a usable Retry-After: %q", last.Header.Get("Retry-After"))
@@ -287,22 +288,32 @@ func TestLoginThrottle(t *testing.T) {
 	}
 	// After the wait the first address gets its turn; the wait doubles with
 	// each further wrong token.
-	clk.advance(throttleBase)
+	clk.advance(authlimit.BaseWait)
 	if res := attacker.login("guess"); res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong token after the wait: %d, want 401", res.StatusCode)
 	}
-	clk.advance(throttleBase)
+	clk.advance(authlimit.BaseWait)
 	if res := attacker.login(token); res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "1" {
 		t.Errorf("1 s into a 2 s wait: %d, Retry-After %q; want 429, 1", res.StatusCode, res.Header.Get("Retry-After"))
 	}
-	clk.advance(throttleBase)
+	clk.advance(authlimit.BaseWait)
 	if res := attacker.login(token); res.StatusCode != http.StatusSeeOther {
 		t.Errorf("right token after the wait: %d, want 303", res.StatusCode)
 	}
-	// A right login forgets the wrong ones.
-	for i := range throttleBudget {
+	// A right token does not forgive the wrong ones (a client sharing the
+	// address would reset an attacker's count): the next wrong one makes
+	// the address wait 4 s.
+	if res := attacker.login("guess"); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong token after a right login: %d, want 401", res.StatusCode)
+	}
+	if res := attacker.login(token); res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "4" {
+		t.Errorf("after a right login and a wrong one: %d, Retry-After %q; want 429, 4", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	// An address starts afresh Forget after its last wrong token.
+	clk.advance(authlimit.Forget)
+	for i := range authlimit.Budget {
 		if res := attacker.login("guess"); res.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("wrong token %d after a right login: %d, want 401", i+1, res.StatusCode)
+			t.Fatalf("wrong token %d after Forget: %d, want 401", i+1, res.StatusCode)
 		}
 	}
 }
@@ -310,12 +321,17 @@ func TestLoginThrottle(t *testing.T) {
 func TestLoginThrottleGlobal(t *testing.T) {
 	const token = "s3cret-token"
 	_, clk, srv := clockedServer(t, token)
+	// An operator logged in before the attack.
+	operator := newBrowser(t, srv.URL, "127.0.3.1")
+	if res := operator.login(token); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d", res.StatusCode)
+	}
 	// Many addresses, each within its own budget, together exhaust the
 	// global allowance.
 	checked := 0
-	for i := 0; checked < globalBurst; i++ {
+	for i := 0; checked < authlimit.GlobalBurst; i++ {
 		br := newBrowser(t, srv.URL, fmt.Sprintf("127.0.1.%d", 1+i))
-		for range throttleBudget {
+		for range authlimit.Budget {
 			if res := br.login("guess"); res.StatusCode == http.StatusUnauthorized {
 				checked++
 			}
@@ -323,42 +339,16 @@ func TestLoginThrottleGlobal(t *testing.T) {
 	}
 	fresh := newBrowser(t, srv.URL, "127.0.2.1")
 	res := fresh.login("guess")
-	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != strconv.Itoa(int(globalRefill/time.Second)) {
-		t.Fatalf("a new address after %d wrong tokens from many: %d, Retry-After %q; want 429, %d", checked, res.StatusCode, res.Header.Get("Retry-After"), int(globalRefill/time.Second))
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != strconv.Itoa(int(authlimit.GlobalRefill/time.Second)) {
+		t.Fatalf("a new address after %d wrong tokens from many: %d, Retry-After %q; want 429, %d", checked, res.StatusCode, res.Header.Get("Retry-After"), int(authlimit.GlobalRefill/time.Second))
 	}
-	clk.advance(globalRefill)
+	// An address that sent the right token before is not locked out by
+	// strangers: its login is checked (and its own limit still holds).
+	if res := newBrowser(t, srv.URL, "127.0.3.1").login(token); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("the operator's address under the global cap: %d, want 303", res.StatusCode)
+	}
+	clk.advance(authlimit.GlobalRefill)
 	if res := fresh.login(token); res.StatusCode != http.StatusSeeOther {
 		t.Errorf("right token once the global allowance refilled: %d, want 303", res.StatusCode)
-	}
-}
-
-func TestThrottleTableBounded(t *testing.T) {
-	clk := &manualClock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	th := newThrottle(clk.now)
-	for i := range throttleMaxClients + 100 {
-		th.fail(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
-		clk.advance(time.Millisecond)
-	}
-	if n := len(th.clients); n > throttleMaxClients {
-		t.Errorf("%d addresses remembered, want at most %d", n, throttleMaxClients)
-	}
-	clk.advance(throttleForget)
-	th.fail("192.0.2.1")
-	if n := len(th.clients); n > throttleMaxClients {
-		t.Errorf("%d addresses remembered, want at most %d", n, throttleMaxClients)
-	}
-}
-
-func TestClientKey(t *testing.T) {
-	for in, want := range map[string]string{
-		"127.0.0.1:5555":           "127.0.0.1",
-		"[::ffff:10.0.0.1]:1":      "10.0.0.1",
-		"[2001:db8:1:2:3:4:5:6]:1": "2001:db8:1:2::/64",
-		"[2001:db8:1:2:ff::1]:80":  "2001:db8:1:2::/64",
-		"not an address":           "not an address",
-	} {
-		if got := clientKey(in); got != want {
-			t.Errorf("clientKey(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

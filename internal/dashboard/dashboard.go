@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/authlimit"
 )
 
 // Options configures the dashboard handler.
@@ -45,6 +46,10 @@ type Options struct {
 	// Token, when not empty, is the server's token: the dashboard asks for
 	// it once (/login) and then knows the browser by a session cookie.
 	Token string
+	// Limiter, when not nil, counts the wrong tokens sent to the login
+	// form and in bearer headers; give the API's, so that guesses count
+	// the same at every door. Without one the dashboard has its own.
+	Limiter *authlimit.Limiter
 	// ReadOnly hides every action and refuses it with 403.
 	ReadOnly bool
 	// Recorder, when not nil, supplies the per-minute attempt series; it
@@ -94,7 +99,7 @@ func New(r *runlog.Runner, opts Options) http.Handler {
 		mux:    http.NewServeMux(),
 		now:    time.Now,
 	}
-	h.auth = newAuth(opts.Token, func() time.Time { return h.now() })
+	h.auth = newAuth(opts.Token, func() time.Time { return h.now() }, opts.Limiter)
 	h.routes()
 	return h
 }

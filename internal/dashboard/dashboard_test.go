@@ -439,7 +439,7 @@ func TestToken(t *testing.T) {
 		t.Errorf("GET / with the cookie of a session that logged out: %d, want 303 to the login page", res.StatusCode)
 	}
 	// Sessions live in the server's memory: a restart ends them.
-	if newAuth(token, time.Now).authorized(reqWithCookie(jar)) {
+	if newAuth(token, time.Now, nil).authorized(reqWithCookie(jar)) {
 		t.Error("a session from before a restart is accepted")
 	}
 }
