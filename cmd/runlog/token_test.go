@@ -3,12 +3,18 @@ package main
 import (
 	"bufio"
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runlog/runlog/internal/authlimit"
 )
 
 // serveOutcome runs `runlog serve` on a loopback port with args and env and
@@ -95,5 +101,54 @@ func TestServeTokenFile(t *testing.T) {
 	c.Token = "t0ken" // the file's trailing newline is not part of it
 	if _, err := c.Stats(context.Background()); err != nil {
 		t.Fatalf("the file's token: %v", err)
+	}
+}
+
+// TestServeThrottlesWrongTokens: the API and the dashboard share one
+// limiter, so that wrong tokens count alike at every door.
+func TestServeThrottlesWrongTokens(t *testing.T) {
+	t.Setenv("RUNLOG_TOKEN", "t0ken")
+	p := startServe(t, t.TempDir())
+	from := func(source string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
+		tr := &http.Transport{DialContext: d.DialContext}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	stats := func(c *http.Client, token string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, p.url+"/v1/stats", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	attacker := from("127.0.0.1")
+	codes := map[int]int{}
+	for range 50 {
+		res, _ := stats(attacker, "guess")
+		codes[res.StatusCode]++
+	}
+	if codes[http.StatusUnauthorized] != authlimit.Budget+1 || codes[http.StatusTooManyRequests] != 50-authlimit.Budget-1 {
+		t.Fatalf("50 wrong bearer tokens at once: %v; want %d checked (401), the rest 429", codes, authlimit.Budget+1)
+	}
+	res, body := stats(attacker, "t0ken")
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" || !strings.Contains(body, `"error"`) {
+		t.Errorf("the right token from the throttled address: %d, Retry-After %q, %s; want 429 with Retry-After and a JSON error", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	login, err := attacker.PostForm(p.url+"/login", url.Values{"token": {"t0ken"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login.Body.Close()
+	if login.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the dashboard's login from the address the API throttles: %d, want 429", login.StatusCode)
+	}
+	if res, body := stats(from("127.0.0.2"), "t0ken"); res.StatusCode != http.StatusOK {
+		t.Errorf("the right token from another address: %d %s", res.StatusCode, body)
 	}
 }
