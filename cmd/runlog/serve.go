@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/kinds"
@@ -82,15 +83,48 @@ func (f *serveFlags) logger(w io.Writer) (*slog.Logger, error) {
 	}
 }
 
-// config turns the flags into a server configuration.
-func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
-	token := f.token
+// readToken returns the token of --token-file (its surrounding white space,
+// such as the trailing newline, trimmed) or else of --token (RUNLOG_TOKEN),
+// "" when neither is set. A file or a value with nothing but white space is
+// an error, not "no token": it would turn authentication off silently. So
+// is a token that no bearer header can carry (white space around it, a
+// control character in it).
+func (f *serveFlags) readToken() (string, error) {
+	// The environment's values reach the flags trimmed, so a RUNLOG_TOKEN
+	// of blanks would arrive as "no token": look at the variables.
+	for _, name := range []string{"token", "token-file"} {
+		if v := os.Getenv(envName(name)); v != "" && strings.TrimSpace(v) == "" {
+			return "", fmt.Errorf("%s is set but only white space: set it to a real value, or unset it to run without a token on loopback", envName(name))
+		}
+	}
+	token, from := f.token, "--token (or RUNLOG_TOKEN)"
 	if f.tokenFile != "" {
 		b, err := os.ReadFile(f.tokenFile)
 		if err != nil {
-			return server.Config{}, fmt.Errorf("--token-file: %w", err)
+			return "", fmt.Errorf("--token-file: %w", err)
 		}
-		token = strings.TrimSpace(string(b))
+		token, from = strings.TrimSpace(string(b)), "--token-file "+f.tokenFile
+		if token == "" {
+			return "", fmt.Errorf("%s is empty (or only white space): write the token into it (e.g. openssl rand -hex 32 > %s), or drop --token-file to run without a token on loopback", from, f.tokenFile)
+		}
+	} else if token != "" && strings.TrimSpace(token) == "" {
+		return "", fmt.Errorf("%s is only white space: set a real token (e.g. openssl rand -hex 32), or leave it unset to run without a token on loopback", from)
+	} else if token != strings.TrimSpace(token) {
+		// HTTP drops the white space around a header's value: such a token
+		// could never match a bearer header.
+		return "", fmt.Errorf("%s begins or ends with white space, which no HTTP client can send: remove it", from)
+	}
+	if strings.ContainsFunc(token, unicode.IsControl) {
+		return "", fmt.Errorf("%s holds a control character (a line break or tab inside it?): a token must fit in one HTTP header line; use printable characters only", from)
+	}
+	return token, nil
+}
+
+// config turns the flags into a server configuration.
+func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
+	token, err := f.readToken()
+	if err != nil {
+		return server.Config{}, err
 	}
 	cmds := make(map[string]string, len(f.exec))
 	for _, spec := range f.exec {

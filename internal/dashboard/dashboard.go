@@ -13,11 +13,13 @@
 // Runner.Retry, so they are journaled like the API's.
 //
 // Security: with a token, every page needs a session cookie set by /login
-// (HttpOnly, SameSite=Strict, an HMAC keyed by the token, compared in
-// constant time) or the API's "Authorization: Bearer" header. Every POST is
+// (HttpOnly, SameSite=Strict, a random id of a session kept in memory, with
+// an absolute and an idle expiry, ended by /logout) or the API's
+// "Authorization: Bearer" header. Wrong tokens are throttled per client
+// address and over all addresses (429 with Retry-After). Every POST is
 // refused with 403 when it comes from another site (Sec-Fetch-Site and
-// Origin, see http.CrossOriginProtection) or lacks the CSRF token that each
-// page puts in its forms and htmx headers. ReadOnly hides every action and
+// Origin, see http.CrossOriginProtection) or lacks the CSRF token of its
+// session that each page puts in its forms and htmx headers. ReadOnly hides every action and
 // refuses it with 403. Pages send a Content-Security-Policy that allows
 // only the dashboard's own scripts and styles.
 //
@@ -36,13 +38,18 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/authlimit"
 )
 
 // Options configures the dashboard handler.
 type Options struct {
 	// Token, when not empty, is the server's token: the dashboard asks for
-	// it once (/login) and keeps a session cookie derived from it.
+	// it once (/login) and then knows the browser by a session cookie.
 	Token string
+	// Limiter, when not nil, counts the wrong tokens sent to the login
+	// form and in bearer headers; give the API's, so that guesses count
+	// the same at every door. Without one the dashboard has its own.
+	Limiter *authlimit.Limiter
 	// ReadOnly hides every action and refuses it with 403.
 	ReadOnly bool
 	// Recorder, when not nil, supplies the per-minute attempt series; it
@@ -90,9 +97,9 @@ func New(r *runlog.Runner, opts Options) http.Handler {
 		opts:   opts,
 		log:    opts.Logger,
 		mux:    http.NewServeMux(),
-		auth:   newAuth(opts.Token),
 		now:    time.Now,
 	}
+	h.auth = newAuth(opts.Token, func() time.Time { return h.now() }, opts.Limiter)
 	h.routes()
 	return h
 }
@@ -136,7 +143,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !public && !h.auth.authorized(r) {
+	var acc access
+	if !strings.HasPrefix(r.URL.Path, "/static/") {
+		acc = h.auth.check(r)
+		r = r.WithContext(context.WithValue(r.Context(), accessKey{}, acc))
+	}
+	if !public && acc.wait > 0 {
+		h.tooMany(w, r, acc.wait)
+		return
+	}
+	if !public && !acc.ok {
 		h.needLogin(w, r)
 		return
 	}
@@ -146,7 +162,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.errorPage(w, r, http.StatusBadRequest, "The form could not be read: "+err.Error())
 			return
 		}
-		if !h.auth.validCSRF(r) {
+		if !h.auth.validCSRF(r, acc) {
 			h.errorPage(w, r, http.StatusForbidden, "The form's security token is missing or stale (the server may have restarted). Reload the page and try again.")
 			return
 		}
@@ -159,6 +175,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 var crossOrigin = http.NewCrossOriginProtection()
+
+// accessKey is the context key of a request's access (see auth.check),
+// computed once per request.
+type accessKey struct{}
+
+// accessOf returns the access ServeHTTP found for r.
+func (h *handler) accessOf(r *http.Request) access {
+	if acc, ok := r.Context().Value(accessKey{}).(access); ok {
+		return acc
+	}
+	return access{ok: !h.auth.token}
+}
 
 // render executes a page template into a buffer, so that a template error
 // becomes a clean 500 instead of half a page.

@@ -23,6 +23,8 @@ type bundle struct {
 	rec     *Recorder
 	handler http.Handler
 	opts    Options
+
+	sessionID string // the session of b.session, made on first use
 }
 
 // testKinds are the kinds of the test runner: "ok" succeeds, "bad" fails
@@ -125,7 +127,7 @@ func (b *bundle) post(path string, form url.Values, hdr ...string) (*http.Respon
 		form = url.Values{}
 	}
 	if _, ok := form[csrfField]; !ok {
-		form.Set(csrfField, b.h().auth.csrf)
+		form.Set(csrfField, b.csrf())
 	} else if form.Get(csrfField) == "" {
 		form.Del(csrfField)
 	}
@@ -149,5 +151,41 @@ func (b *bundle) do(req *http.Request) (*http.Response, string) {
 // h is the dashboard handler under test.
 func (b *bundle) h() *handler { return b.handler.(*handler) }
 
-// session returns the Cookie header of a logged-in browser.
-func (b *bundle) session() string { return sessionCookie + "=" + b.h().auth.session }
+// session returns the Cookie header of a logged-in browser (one session
+// per bundle, started on first use).
+func (b *bundle) session() string {
+	if b.sessionID == "" {
+		b.sessionID = b.h().auth.newSession()
+	}
+	return sessionCookie + "=" + b.sessionID
+}
+
+// csrf returns the CSRF token of b.session's pages (the server's one
+// without a token).
+func (b *bundle) csrf() string {
+	a := b.h().auth
+	if !a.token {
+		return a.anonCSRF
+	}
+	b.session()
+	s := a.lookup(b.sessionID)
+	if s == nil {
+		b.t.Fatalf("the test's session %s has ended", b.sessionID)
+	}
+	return s.csrf
+}
+
+// csrfOf returns the CSRF token a page's forms carry.
+func csrfOf(t testing.TB, body string) string {
+	t.Helper()
+	const field = `name="csrf" value="`
+	i := strings.Index(body, field)
+	if i < 0 {
+		t.Fatalf("the page has no CSRF field:\n%s", body)
+	}
+	v, _, _ := strings.Cut(body[i+len(field):], `"`)
+	if v == "" {
+		t.Fatalf("the page's CSRF field is empty:\n%s", body)
+	}
+	return v
+}

@@ -40,11 +40,12 @@ func (d *pageData) setCommon(h *handler, w http.ResponseWriter, r *http.Request)
 	d.Now = h.now()
 	d.ReadOnly = h.opts.ReadOnly
 	d.Token = h.auth.token
-	d.LoggedIn = h.auth.authorized(r)
+	acc := h.accessOf(r)
+	d.LoggedIn = acc.ok
 	d.Self = localPath(r.URL.RequestURI())
 	if d.LoggedIn {
-		d.CSRF = h.auth.csrf
-		b, _ := json.Marshal(map[string]string{csrfHeader: h.auth.csrf})
+		d.CSRF = h.auth.csrfToken(acc)
+		b, _ := json.Marshal(map[string]string{csrfHeader: d.CSRF})
 		d.HXHeaders = string(b)
 		if r.Method == http.MethodGet {
 			d.Flash = takeFlash(w, r)

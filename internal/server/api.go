@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/authlimit"
 )
 
 // DefaultMaxBody is the default limit on a request body (1 MiB).
@@ -39,6 +40,9 @@ type APIConfig struct {
 	Dashboard http.Handler
 	// Logger receives a line per failed request. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Limiter, when not nil, throttles wrong tokens (429 with Retry-After);
+	// share it with the dashboard's Options.Limiter.
+	Limiter *authlimit.Limiter
 }
 
 // API is the HTTP API of runlog serve over a runner; see docs/api.md and the
@@ -113,10 +117,16 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.cfg.Dashboard.ServeHTTP(w, r)
 		return
 	}
-	if a.cfg.Token != "" && r.URL.Path != "/healthz" && !a.tokenMatches(r.Header.Get("Authorization")) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="runlog"`)
-		writeError(w, http.StatusUnauthorized, errUnauthorized)
-		return
+	if a.cfg.Token != "" && r.URL.Path != "/healthz" {
+		if ok, wait := a.cfg.Limiter.Check(r.RemoteAddr, func() bool { return a.tokenMatches(r.Header.Get("Authorization")) }); wait > 0 {
+			w.Header().Set("Retry-After", authlimit.RetryAfter(wait))
+			writeError(w, http.StatusTooManyRequests, "too many wrong tokens from this address (or from everywhere): retry after "+authlimit.RetryAfter(wait)+" s with the right token")
+			return
+		} else if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="runlog"`)
+			writeError(w, http.StatusUnauthorized, errUnauthorized)
+			return
+		}
 	}
 	a.mux.ServeHTTP(w, r)
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/authlimit"
 	"github.com/runlog/runlog/internal/dashboard"
 	"github.com/runlog/runlog/internal/kinds"
 	"github.com/runlog/runlog/postgres"
@@ -155,10 +156,11 @@ func Start(cfg Config) (*Server, error) {
 	if retry == (runlog.RetryPolicy{}) {
 		retry = DefaultRetry
 	}
+	limiter := authlimit.New(nil) // wrong tokens count alike at the API and the dashboard
 	var dash http.Handler
 	if !cfg.NoDashboard {
 		dash = dashboard.New(runner, dashboard.Options{
-			Token: cfg.Token, ReadOnly: cfg.DashboardReadOnly, Recorder: recorder, Logger: cfg.Logger,
+			Token: cfg.Token, ReadOnly: cfg.DashboardReadOnly, Recorder: recorder, Logger: cfg.Logger, Limiter: limiter,
 		})
 	}
 	api := NewAPI(runner, APIConfig{
@@ -168,6 +170,7 @@ func Start(cfg Config) (*Server, error) {
 		Metrics:   metrics.Handler(),
 		Dashboard: dash,
 		Logger:    cfg.Logger,
+		Limiter:   limiter,
 	})
 	s := &Server{
 		runner:   runner,
