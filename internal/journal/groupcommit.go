@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -82,16 +83,26 @@ func (j *Journal) commit(batch []*request) {
 		case r.rotate:
 			j.flush(batch[g:i])
 			g = i + 1
+			var err error
 			if j.failed() == nil {
-				j.rotate()
+				err = j.rotate()
 			}
-			j.answer(r, Position{Seq: j.nextSeq}, j.failed())
+			if j.failed() != nil {
+				err = j.failed()
+			}
+			j.answer(r, Position{Seq: j.nextSeq}, err)
 		default:
-			if end := j.size + int64(len(j.buf)); end >= j.opts.SegmentSize && end > HeaderSize {
+			if end := j.size + int64(len(j.buf)); end >= j.opts.SegmentSize && end > HeaderSize && !time.Now().Before(j.rotateRetry) {
 				j.flush(batch[g:i])
 				g = i
 				if j.failed() == nil {
-					j.rotate()
+					if err := j.rotate(); err != nil && j.failed() == nil {
+						// No room for a new segment: the active one grows
+						// past SegmentSize until there is (or until a
+						// write finds no room either).
+						j.rotateRetry = time.Now().Add(prepareRetryDelay)
+						j.warn(fmt.Errorf("%w; the active segment grows past %d bytes meanwhile", err, j.opts.SegmentSize))
+					}
 				}
 				if j.failed() != nil {
 					continue
@@ -180,11 +191,40 @@ func (j *Journal) fail(cause error) {
 	j.mu.Unlock()
 }
 
+// prepareRetryDelay is how long the journal waits, after preallocating the
+// next segment failed (typically for want of disk space), before it tries
+// again, and after creating a segment at rotation failed, before a rollover
+// tries again. A variable so that tests can shorten it.
+var prepareRetryDelay = 5 * time.Second
+
+// warn reports a failure the journal works on despite (Options.OnWarning).
+func (j *Journal) warn(err error) {
+	if j.opts.OnWarning != nil {
+		j.opts.OnWarning(err)
+	}
+}
+
 // maybePrepare starts preallocating the next segment in the background once
-// the active one is half full.
+// the active one is half full, and collects the result of a preparation
+// that has ended. A preparation that failed (a full disk) does not fail the
+// journal: the active segment still has room. It is retried after
+// prepareRetryDelay, and the rotation meanwhile falls back to a segment
+// that is not preallocated (see newSegment).
 func (j *Journal) maybePrepare() {
+	if j.prep != nil {
+		select {
+		case p := <-j.prep:
+			j.prep = nil
+			j.prepared(p)
+		default:
+		}
+		return
+	}
 	size := j.opts.prealloc()
-	if size == 0 || j.prep != nil || j.size < j.opts.SegmentSize/2 {
+	if size == 0 || j.ready != nil || j.size < j.opts.SegmentSize/2 {
+		return
+	}
+	if !j.prepFailed.IsZero() && time.Since(j.prepFailed) < prepareRetryDelay {
 		return
 	}
 	ch := make(chan prepared, 1)
@@ -196,46 +236,83 @@ func (j *Journal) maybePrepare() {
 	}()
 }
 
-// dropPrepared waits for a segment being prepared and deletes it (it has no
-// header yet; Open would remove it anyway).
-func (j *Journal) dropPrepared() {
-	if j.prep == nil {
+// prepared takes the result of a background preparation.
+func (j *Journal) prepared(p prepared) {
+	if p.err != nil {
+		j.prepFailed = time.Now()
+		j.warn(fmt.Errorf("%w; appends go on in the active segment (%d of %d bytes used) and the next one will not be preallocated; free disk space", p.err, j.size, j.opts.SegmentSize))
 		return
 	}
-	p := <-j.prep
-	j.prep = nil
-	if p.err == nil {
-		p.f.Close()
+	j.prepFailed = time.Time{}
+	j.ready = p.f
+}
+
+// dropPrepared waits for a segment being prepared and deletes it, and a
+// prepared one (they have no header yet; Open would remove them anyway).
+func (j *Journal) dropPrepared() {
+	if j.prep != nil {
+		p := <-j.prep
+		j.prep = nil
+		if p.err == nil {
+			j.ready = p.f
+		}
+	}
+	if j.ready != nil {
+		j.ready.Close()
+		j.ready = nil
 		_ = j.fs.Remove(filepath.Join(j.dir, segName(j.activeIdx+1)) + ".tmp")
 	}
 }
 
 // newSegment returns the durably created segment next, starting at
-// j.nextSeq: the prepared one if there is one, else a new one.
+// j.nextSeq: the prepared one if there is one, else a new one, preallocated
+// unless the last preparation failed or there is no room for it, in which
+// case the new segment starts empty and grows as it is written. An error
+// wrapping errNotCreated left nothing behind: the active segment stays in
+// use. Any other error (the directory could not be synced after the
+// rename) fails the journal.
 func (j *Journal) newSegment(next uint64) (vfs.File, error) {
 	if j.prep != nil {
 		p := <-j.prep
 		j.prep = nil
-		if p.err == nil {
-			if err := publishSegment(j.fs, j.dir, p.f, next, j.nextSeq); err != nil {
-				p.f.Close()
-				return nil, err
-			}
-			return p.f, nil
-		}
-		// Preparing failed; try once more, in line, and let that error count.
+		j.prepared(p)
 	}
-	return createSegment(j.fs, j.dir, next, j.nextSeq, j.opts.prealloc())
+	if f := j.ready; f != nil {
+		j.ready = nil
+		if err := publishSegment(j.fs, j.dir, f, next, j.nextSeq); err != nil {
+			f.Close()
+			if errors.Is(err, errNotCreated) {
+				_ = j.fs.Remove(filepath.Join(j.dir, segName(next)) + ".tmp")
+			}
+			return nil, err
+		}
+		return f, nil
+	}
+	size := j.opts.prealloc()
+	if !j.prepFailed.IsZero() {
+		size = 0 // do not fill what is left of the disk in line
+	}
+	f, err := createSegment(j.fs, j.dir, next, j.nextSeq, size)
+	if err != nil && size > 0 && errors.Is(err, errNotCreated) {
+		j.prepFailed = time.Now()
+		f, err = createSegment(j.fs, j.dir, next, j.nextSeq, 0)
+	}
+	return f, err
 }
 
 // rotate seals the active segment (it is already durable) and makes a new,
-// durably created one active.
-func (j *Journal) rotate() {
+// durably created one active. If no segment could be created and nothing
+// was left behind, it returns the error and the active segment stays
+// active, the journal usable; any other error fails the journal.
+func (j *Journal) rotate() error {
 	next := j.activeIdx + 1
 	f, err := j.newSegment(next)
 	if err != nil {
+		if errors.Is(err, errNotCreated) {
+			return fmt.Errorf("journal: no new segment could be created, so segment %d stays active and nothing was lost: %w", j.activeIdx, err)
+		}
 		j.fail(err)
-		return
+		return err
 	}
 	// The old segment's data was synced by the last flush; cutting its
 	// unused preallocated zeros, and closing it, cannot lose anything.
@@ -247,4 +324,5 @@ func (j *Journal) rotate() {
 	j.mu.Lock()
 	j.segs = append(j.segs, segment{index: next, firstSeq: j.nextSeq, size: HeaderSize, path: filepath.Join(j.dir, segName(next))})
 	j.mu.Unlock()
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/runlog/runlog/internal/vfs"
 )
@@ -42,6 +43,12 @@ type Journal struct {
 	buf       []byte        // frames of the group being built
 	bufRecs   int           // records in buf
 	prep      chan prepared // the next segment being preallocated, or nil
+	ready     vfs.File      // the next segment, preallocated (not published), or nil
+	// prepFailed is when preallocating the next segment last failed (zero:
+	// it did not); rotateRetry is when a rollover whose segment could not
+	// be created may try again.
+	prepFailed  time.Time
+	rotateRetry time.Time
 }
 
 // prepared is a preallocated segment file, or why preparing it failed.
