@@ -257,9 +257,13 @@ func (c *checkpointer) checkpointClosed(st *state.State) (CheckpointStats, error
 	defer c.work.Unlock()
 	began := time.Now()
 	next, err := c.s.j.Rotate()
-	if err != nil {
+	if err != nil && c.s.j.Err() != nil {
 		return CheckpointStats{}, c.fail(err)
 	}
+	// A rotation that found no room for a new segment (a full disk) leaves
+	// the journal usable and still answers after every queued append: the
+	// snapshot is written all the same, and the active segment, covered
+	// records and all, goes with a later drop.
 	c.mu.Lock()
 	unchanged := next-1 == c.lastSeq
 	c.mu.Unlock()
