@@ -209,7 +209,10 @@ func (j *Journal) warn(err error) {
 // that has ended. A preparation that failed (a full disk) does not fail the
 // journal: the active segment still has room. It is retried after
 // prepareRetryDelay, and the rotation meanwhile falls back to a segment
-// that is not preallocated (see newSegment).
+// that is not preallocated (see newSegment). Nothing is prepared in the
+// background while the active segment is not preallocated itself: its
+// appends take their room from the free space, which a preparation would
+// fill for a while; its rotation tries to preallocate in line instead.
 func (j *Journal) maybePrepare() {
 	if j.prep != nil {
 		select {
@@ -221,7 +224,7 @@ func (j *Journal) maybePrepare() {
 		return
 	}
 	size := j.opts.prealloc()
-	if size == 0 || j.ready != nil || j.size < j.opts.SegmentSize/2 {
+	if size == 0 || !j.activeFull || j.ready != nil || j.size < j.opts.SegmentSize/2 {
 		return
 	}
 	if !j.prepFailed.IsZero() && time.Since(j.prepFailed) < prepareRetryDelay {
@@ -265,13 +268,14 @@ func (j *Journal) dropPrepared() {
 }
 
 // newSegment returns the durably created segment next, starting at
-// j.nextSeq: the prepared one if there is one, else a new one, preallocated
-// unless the last preparation failed or there is no room for it, in which
-// case the new segment starts empty and grows as it is written. An error
-// wrapping errNotCreated left nothing behind: the active segment stays in
-// use. Any other error (the directory could not be synced after the
-// rename) fails the journal.
-func (j *Journal) newSegment(next uint64) (vfs.File, error) {
+// j.nextSeq, and whether it is preallocated: the prepared one if there is
+// one, else a new one, preallocated in line if there is room (the commit
+// goroutine is the only writer of the journal meanwhile, so filling the
+// disk for a moment takes no room an append needs), else one that starts
+// empty and grows as it is written. An error wrapping errNotCreated left
+// nothing behind: the active segment stays in use. Any other error (the
+// directory could not be synced after the rename) fails the journal.
+func (j *Journal) newSegment(next uint64) (vfs.File, bool, error) {
 	if j.prep != nil {
 		p := <-j.prep
 		j.prep = nil
@@ -284,20 +288,18 @@ func (j *Journal) newSegment(next uint64) (vfs.File, error) {
 			if errors.Is(err, errNotCreated) {
 				_ = j.fs.Remove(filepath.Join(j.dir, segName(next)) + ".tmp")
 			}
-			return nil, err
+			return nil, false, err
 		}
-		return f, nil
+		return f, true, nil
 	}
 	size := j.opts.prealloc()
-	if !j.prepFailed.IsZero() {
-		size = 0 // do not fill what is left of the disk in line
-	}
 	f, err := createSegment(j.fs, j.dir, next, j.nextSeq, size)
 	if err != nil && size > 0 && errors.Is(err, errNotCreated) {
 		j.prepFailed = time.Now()
 		f, err = createSegment(j.fs, j.dir, next, j.nextSeq, 0)
+		return f, false, err
 	}
-	return f, err
+	return f, size > 0, err
 }
 
 // rotate seals the active segment (it is already durable) and makes a new,
@@ -306,7 +308,7 @@ func (j *Journal) newSegment(next uint64) (vfs.File, error) {
 // active, the journal usable; any other error fails the journal.
 func (j *Journal) rotate() error {
 	next := j.activeIdx + 1
-	f, err := j.newSegment(next)
+	f, full, err := j.newSegment(next)
 	if err != nil {
 		if errors.Is(err, errNotCreated) {
 			return fmt.Errorf("journal: no new segment could be created, so segment %d stays active and nothing was lost: %w", j.activeIdx, err)
@@ -320,6 +322,7 @@ func (j *Journal) rotate() error {
 	_ = j.active.Close()
 	j.active = f
 	j.activeIdx = next
+	j.activeFull = full
 	j.size = HeaderSize
 	j.mu.Lock()
 	j.segs = append(j.segs, segment{index: next, firstSeq: j.nextSeq, size: HeaderSize, path: filepath.Join(j.dir, segName(next))})
