@@ -226,6 +226,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		httpErr := s.http.ShutdownWithContext(ctx)
 		runErr := s.runner.Close(ctx)
 		s.stopDisk()
+		if err := s.runner.Err(); err != nil {
+			// The store had failed: a stop is not clean (exit 1), and
+			// says why, so the operator fixes the cause before the
+			// restart.
+			runErr = errors.Join(runErr, err)
+		}
 		s.closeErr = errors.Join(httpErr, runErr)
 		if s.closeErr != nil {
 			s.log.Warn("runlog stopped", "err", s.closeErr)
