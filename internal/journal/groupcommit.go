@@ -133,7 +133,9 @@ func (j *Journal) flush(group []*request) {
 			err = j.active.Sync()
 		}
 		if err != nil {
-			j.fail(err)
+			// Name the segment: the file may still carry the temporary
+			// name it was preallocated under.
+			j.fail(fmt.Errorf("append to segment %s: %w", filepath.Join(j.dir, segName(j.activeIdx)), err))
 		} else {
 			j.size += int64(len(j.buf))
 			j.nextSeq += uint64(j.bufRecs)
