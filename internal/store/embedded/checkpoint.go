@@ -137,6 +137,12 @@ func (c *checkpointer) synced(bytes int) {
 			_, err := c.checkpoint()
 			c.mu.Lock()
 			c.running = false
+			if err != nil {
+				// Try again after another threshold of journal bytes, as
+				// the log line says, not at the next sync: on a full disk
+				// each try fills what room is left before it fails.
+				c.pending = 0
+			}
 			c.mu.Unlock()
 			if err != nil && c.logf != nil {
 				c.logf("runlog: background snapshot failed (the journal keeps every record; next try after more writes): %v", err)

@@ -592,7 +592,7 @@ func (s *Store) Close() error {
 	if errors.Is(err, journal.ErrClosed) {
 		err = nil
 	}
-	if err == nil && ckErr != nil && errors.Is(ckErr, syscall.ENOSPC) {
+	if err == nil && ckErr != nil && (errors.Is(ckErr, syscall.ENOSPC) || errors.Is(ckErr, syscall.EDQUOT)) {
 		// The snapshot only makes the next Open faster: every record is
 		// durable in the journal, so a full disk does not make a clean stop
 		// fail.
