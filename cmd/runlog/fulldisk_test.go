@@ -143,7 +143,6 @@ func TestServeFullDisk(t *testing.T) {
 	if code := p.stop(t); code != 0 {
 		t.Fatalf("exit %d on SIGTERM with a full disk and the active segment's room left; want 0\n%s", code, p.output())
 	}
-	t.Logf("first stop:\n%s", p.output())
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +177,7 @@ func TestServeFullDisk(t *testing.T) {
 	if !errors.As(refusal, &apiErr) || apiErr.Status != http.StatusInternalServerError {
 		t.Fatalf("after %d jobs the enqueue failed with %v; want a 500 from a full disk\n%s", len(acked), refusal, p.output())
 	}
+	t.Logf("the journal failed after %d jobs (%d MiB of bodies)", len(acked), len(acked)*len(body)>>20)
 	// The 16 MiB active segment and most of the 8 MiB left beside it.
 	if got, want := int64(len(acked))*int64(len(body)), int64(16<<20+leave/2); got < want {
 		t.Errorf("the journal failed after %d jobs (%d body bytes); want at least %d bytes: the room beside the active segment went unused\n%s", len(acked), got, want, p.output())
@@ -192,7 +192,6 @@ func TestServeFullDisk(t *testing.T) {
 	if code := p.stop(t); code != 1 {
 		t.Errorf("exit %d on SIGTERM after the journal failed; want 1\n%s", code, p.output())
 	}
-	t.Logf("failed run:\n%s", p.output())
 
 	// The operator frees space and restarts: every acknowledged job is there.
 	if err := os.Remove(filler); err != nil {
