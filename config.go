@@ -41,7 +41,7 @@ type Config struct {
 	Observer Observer
 	// SegmentSize is the size at which the journal starts a new segment
 	// file (each new segment is zero-filled ahead of use, so that a sync
-	// flushes data, not metadata). Defaults to 16 MiB.
+	// flushes data, not metadata). Defaults to DefaultSegmentSize.
 	SegmentSize int64
 	// Retention says how long finished jobs stay inspectable (and hold
 	// their idempotency keys). Defaults to 24h for succeeded and cancelled
@@ -215,7 +215,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.SegmentSize == 0 {
-		c.SegmentSize = 16 << 20
+		c.SegmentSize = DefaultSegmentSize
 	}
 	if c.Clock == nil {
 		c.Clock = systemClock{}

@@ -65,6 +65,7 @@ import (
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
 	"github.com/runlog/runlog/internal/store/embedded"
+	"github.com/runlog/runlog/internal/vfs"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -117,20 +118,34 @@ type flight struct {
 	cancel context.CancelCauseFunc
 }
 
+// DefaultSegmentSize is the journal's segment size unless
+// Config.SegmentSize says otherwise: 16 MiB. Offline tools that rewrite a
+// data directory (`runlog journal compact`) use it too, so that a directory
+// keeps one segment size.
+const DefaultSegmentSize = 16 << 20
+
 // Open opens the journal in dir (creating it if needed), replays it,
 // requeues every attempt that was running when the last process stopped
 // (counted as a failed attempt), and starts running due jobs.
 //
 // A directory is used by one process at a time: a second Open of the same
 // directory fails with an error naming the lock file.
-func Open(dir string, cfg Config) (*Runner, error) {
+func Open(dir string, cfg Config) (*Runner, error) { return openFS(dir, cfg, nil) }
+
+// openFS is Open on the filesystem fsys (nil: the real one); tests pass an
+// in-memory one.
+func openFS(dir string, cfg Config, fsys vfs.FS) (*Runner, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	jopts := journal.Options{
+		FS:            fsys,
 		SegmentSize:   cfg.SegmentSize,
 		MaxRecordSize: cfg.MaxPayload + 64<<10,
+		OnWarning: func(err error) {
+			cfg.Logger.Warn("runlog: the journal goes on, but free disk space now", "err", err)
+		},
 	}
 	if obs := cfg.Observer; obs != nil {
 		jopts.OnSync = func(si journal.SyncInfo) {
@@ -593,6 +608,29 @@ func (r *Runner) usable() error {
 	}
 	if r.failure != nil {
 		return fmt.Errorf("runlog: the journal failed, so the runner takes no more changes; Close it and Open it again: %w", r.failure)
+	}
+	return nil
+}
+
+// Err returns why the runner stopped working, or nil while it works: its
+// store failed (for the embedded journal, a write or fdatasync error such
+// as a full disk; for PostgreSQL, a claim, finish or expiry that failed),
+// so every change is refused and no job starts. The failure is permanent
+// for this Runner and it does not recover by itself: fix the cause (free
+// disk space), Close the runner and Open it again; every job that was
+// acknowledged is kept. A health check should report the runner unhealthy
+// while Err is not nil. Close does not set it.
+func (r *Runner) Err() error {
+	r.mu.Lock()
+	failure := r.failure
+	r.mu.Unlock()
+	if failure == nil {
+		if f, ok := r.st.(interface{ Err() error }); ok {
+			failure = f.Err()
+		}
+	}
+	if failure != nil {
+		return fmt.Errorf("runlog: the store failed, so the runner takes no more changes; fix the cause, then close and open it again: %w", failure)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/snapshot"
 	"github.com/runlog/runlog/internal/state"
@@ -114,8 +115,11 @@ func runJournalCompact(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	s, err := embedded.Open(dir, embedded.Options{
-		State: state.Config{Circuit: retry.DefaultCircuit()},
-		Now:   time.Now().UnixMilli(),
+		// The server's segment size: the segment started here (and
+		// preallocated) stays the size the server uses.
+		Journal: journal.Options{SegmentSize: runlog.DefaultSegmentSize},
+		State:   state.Config{Circuit: retry.DefaultCircuit()},
+		Now:     time.Now().UnixMilli(),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "runlog journal compact: %v\n", err)

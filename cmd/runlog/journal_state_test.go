@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +70,42 @@ func TestJournalStateCompactAndDump(t *testing.T) {
 	}
 	if _, code = run("state", dir, "--at", "999999"); code != exitFailure {
 		t.Fatalf("state past the end: exit %d", code)
+	}
+}
+
+// TestJournalCompactSegmentSize (issue 14 item 9): offline compaction
+// preallocated 64 MiB segments where the server uses 16 MiB
+// (runlog.DefaultSegmentSize), growing a directory by 48 MiB.
+func TestJournalCompactSegmentSize(t *testing.T) {
+	dir := t.TempDir()
+	r, err := runlog.Open(dir, runlog.Config{Handlers: map[string]runlog.Handler{
+		"ok": runlog.Handle(func(context.Context, []byte) error { return nil }),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := r.Enqueue(ctx, "ok", nil, runlog.RunAt(time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := runJournal([]string{"compact", dir}, &out, &errb); code != exitOK {
+		t.Fatalf("compact (exit %d):\n%s%s", code, out.String(), errb.String())
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("segments after compact: %v, %v", segs, err)
+	}
+	for _, s := range segs {
+		fi, err := os.Stat(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > runlog.DefaultSegmentSize {
+			t.Errorf("%s is %d bytes after compact; want at most the server's segment size, %d", s, fi.Size(), runlog.DefaultSegmentSize)
+		}
 	}
 }

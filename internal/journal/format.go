@@ -184,6 +184,12 @@ type Options struct {
 	// OnSync, if set, is called by the commit goroutine after each
 	// successful group commit (for metrics). It must not block.
 	OnSync func(SyncInfo)
+	// OnWarning, if set, is called by the commit goroutine when the journal
+	// works on despite a failure an operator should know of, typically a
+	// full disk: the next segment could not be preallocated (the active
+	// one still has room), or no new segment could be created and the
+	// active one grows past SegmentSize. It must not block.
+	OnWarning func(error)
 }
 
 // SyncInfo describes one group commit: how many records and bytes one

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -82,16 +83,26 @@ func (j *Journal) commit(batch []*request) {
 		case r.rotate:
 			j.flush(batch[g:i])
 			g = i + 1
+			var err error
 			if j.failed() == nil {
-				j.rotate()
+				err = j.rotate()
 			}
-			j.answer(r, Position{Seq: j.nextSeq}, j.failed())
+			if j.failed() != nil {
+				err = j.failed()
+			}
+			j.answer(r, Position{Seq: j.nextSeq}, err)
 		default:
-			if end := j.size + int64(len(j.buf)); end >= j.opts.SegmentSize && end > HeaderSize {
+			if end := j.size + int64(len(j.buf)); end >= j.opts.SegmentSize && end > HeaderSize && !time.Now().Before(j.rotateRetry) {
 				j.flush(batch[g:i])
 				g = i
 				if j.failed() == nil {
-					j.rotate()
+					if err := j.rotate(); err != nil && j.failed() == nil {
+						// No room for a new segment: the active one grows
+						// past SegmentSize until there is (or until a
+						// write finds no room either).
+						j.rotateRetry = time.Now().Add(prepareRetryDelay)
+						j.warn(fmt.Errorf("%w; the active segment grows past %d bytes meanwhile", err, j.opts.SegmentSize))
+					}
 				}
 				if j.failed() != nil {
 					continue
@@ -122,7 +133,9 @@ func (j *Journal) flush(group []*request) {
 			err = j.active.Sync()
 		}
 		if err != nil {
-			j.fail(err)
+			// Name the segment: the file may still carry the temporary
+			// name it was preallocated under.
+			j.fail(fmt.Errorf("append to segment %s: %w", filepath.Join(j.dir, segName(j.activeIdx)), err))
 		} else {
 			j.size += int64(len(j.buf))
 			j.nextSeq += uint64(j.bufRecs)
@@ -180,11 +193,43 @@ func (j *Journal) fail(cause error) {
 	j.mu.Unlock()
 }
 
+// prepareRetryDelay is how long the journal waits, after preallocating the
+// next segment failed (typically for want of disk space), before it tries
+// again, and after creating a segment at rotation failed, before a rollover
+// tries again. A variable so that tests can shorten it.
+var prepareRetryDelay = 5 * time.Second
+
+// warn reports a failure the journal works on despite (Options.OnWarning).
+func (j *Journal) warn(err error) {
+	if j.opts.OnWarning != nil {
+		j.opts.OnWarning(err)
+	}
+}
+
 // maybePrepare starts preallocating the next segment in the background once
-// the active one is half full.
+// the active one is half full, and collects the result of a preparation
+// that has ended. A preparation that failed (a full disk) does not fail the
+// journal: the active segment still has room. It is retried after
+// prepareRetryDelay, and the rotation meanwhile falls back to a segment
+// that is not preallocated (see newSegment). Nothing is prepared in the
+// background while the active segment is not preallocated itself: its
+// appends take their room from the free space, which a preparation would
+// fill for a while; its rotation tries to preallocate in line instead.
 func (j *Journal) maybePrepare() {
+	if j.prep != nil {
+		select {
+		case p := <-j.prep:
+			j.prep = nil
+			j.prepared(p)
+		default:
+		}
+		return
+	}
 	size := j.opts.prealloc()
-	if size == 0 || j.prep != nil || j.size < j.opts.SegmentSize/2 {
+	if size == 0 || !j.activeFull || j.ready != nil || j.size < j.opts.SegmentSize/2 {
+		return
+	}
+	if !j.prepFailed.IsZero() && time.Since(j.prepFailed) < prepareRetryDelay {
 		return
 	}
 	ch := make(chan prepared, 1)
@@ -196,46 +241,82 @@ func (j *Journal) maybePrepare() {
 	}()
 }
 
-// dropPrepared waits for a segment being prepared and deletes it (it has no
-// header yet; Open would remove it anyway).
-func (j *Journal) dropPrepared() {
-	if j.prep == nil {
+// prepared takes the result of a background preparation.
+func (j *Journal) prepared(p prepared) {
+	if p.err != nil {
+		j.prepFailed = time.Now()
+		j.warn(fmt.Errorf("%w; appends go on in the active segment (%d of %d bytes used) and the next one will not be preallocated; free disk space", p.err, j.size, j.opts.SegmentSize))
 		return
 	}
-	p := <-j.prep
-	j.prep = nil
-	if p.err == nil {
-		p.f.Close()
+	j.prepFailed = time.Time{}
+	j.ready = p.f
+}
+
+// dropPrepared waits for a segment being prepared and deletes it, and a
+// prepared one (they have no header yet; Open would remove them anyway).
+func (j *Journal) dropPrepared() {
+	if j.prep != nil {
+		p := <-j.prep
+		j.prep = nil
+		if p.err == nil {
+			j.ready = p.f
+		}
+	}
+	if j.ready != nil {
+		j.ready.Close()
+		j.ready = nil
 		_ = j.fs.Remove(filepath.Join(j.dir, segName(j.activeIdx+1)) + ".tmp")
 	}
 }
 
 // newSegment returns the durably created segment next, starting at
-// j.nextSeq: the prepared one if there is one, else a new one.
-func (j *Journal) newSegment(next uint64) (vfs.File, error) {
+// j.nextSeq, and whether it is preallocated: the prepared one if there is
+// one, else a new one, preallocated in line if there is room (the commit
+// goroutine is the only writer of the journal meanwhile, so filling the
+// disk for a moment takes no room an append needs), else one that starts
+// empty and grows as it is written. An error wrapping errNotCreated left
+// nothing behind: the active segment stays in use. Any other error (the
+// directory could not be synced after the rename) fails the journal.
+func (j *Journal) newSegment(next uint64) (vfs.File, bool, error) {
 	if j.prep != nil {
 		p := <-j.prep
 		j.prep = nil
-		if p.err == nil {
-			if err := publishSegment(j.fs, j.dir, p.f, next, j.nextSeq); err != nil {
-				p.f.Close()
-				return nil, err
-			}
-			return p.f, nil
-		}
-		// Preparing failed; try once more, in line, and let that error count.
+		j.prepared(p)
 	}
-	return createSegment(j.fs, j.dir, next, j.nextSeq, j.opts.prealloc())
+	if f := j.ready; f != nil {
+		j.ready = nil
+		if err := publishSegment(j.fs, j.dir, f, next, j.nextSeq); err != nil {
+			f.Close()
+			if errors.Is(err, errNotCreated) {
+				_ = j.fs.Remove(filepath.Join(j.dir, segName(next)) + ".tmp")
+			}
+			return nil, false, err
+		}
+		return f, true, nil
+	}
+	size := j.opts.prealloc()
+	f, err := createSegment(j.fs, j.dir, next, j.nextSeq, size)
+	if err != nil && size > 0 && errors.Is(err, errNotCreated) {
+		j.prepFailed = time.Now()
+		f, err = createSegment(j.fs, j.dir, next, j.nextSeq, 0)
+		return f, false, err
+	}
+	return f, size > 0, err
 }
 
 // rotate seals the active segment (it is already durable) and makes a new,
-// durably created one active.
-func (j *Journal) rotate() {
+// durably created one active. If no segment could be created and nothing
+// was left behind, it returns the error and the active segment stays
+// active, the journal usable; any other error fails the journal.
+func (j *Journal) rotate() error {
 	next := j.activeIdx + 1
-	f, err := j.newSegment(next)
+	f, full, err := j.newSegment(next)
 	if err != nil {
+		if errors.Is(err, errNotCreated) {
+			return fmt.Errorf("journal: no new segment could be created, so segment %d stays active and nothing was lost: %w", j.activeIdx, err)
+		}
 		j.fail(err)
-		return
+		return err
 	}
 	// The old segment's data was synced by the last flush; cutting its
 	// unused preallocated zeros, and closing it, cannot lose anything.
@@ -243,8 +324,10 @@ func (j *Journal) rotate() {
 	_ = j.active.Close()
 	j.active = f
 	j.activeIdx = next
+	j.activeFull = full
 	j.size = HeaderSize
 	j.mu.Lock()
 	j.segs = append(j.segs, segment{index: next, firstSeq: j.nextSeq, size: HeaderSize, path: filepath.Join(j.dir, segName(next))})
 	j.mu.Unlock()
+	return nil
 }

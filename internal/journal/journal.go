@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/runlog/runlog/internal/vfs"
 )
@@ -42,6 +43,15 @@ type Journal struct {
 	buf       []byte        // frames of the group being built
 	bufRecs   int           // records in buf
 	prep      chan prepared // the next segment being preallocated, or nil
+	ready     vfs.File      // the next segment, preallocated (not published), or nil
+	// activeFull says whether the active segment was preallocated (its
+	// file is SegmentSize bytes long), so appends need no new room.
+	activeFull bool
+	// prepFailed is when preallocating the next segment last failed (zero:
+	// it did not); rotateRetry is when a rollover whose segment could not
+	// be created may try again.
+	prepFailed  time.Time
+	rotateRetry time.Time
 }
 
 // prepared is a preallocated segment file, or why preparing it failed.
@@ -111,10 +121,12 @@ func open(fsys vfs.FS, dir string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	var f vfs.File
+	activeFull := false
 	if len(rec.segs) == 0 {
 		if f, err = createSegment(fsys, dir, 1, 1, opts.prealloc()); err != nil {
 			return nil, err
 		}
+		activeFull = opts.prealloc() > 0
 		rec.segs = []segment{{index: 1, firstSeq: 1, size: HeaderSize, path: filepath.Join(dir, segName(1))}}
 	}
 	last := rec.segs[len(rec.segs)-1]
@@ -129,18 +141,22 @@ func open(fsys vfs.FS, dir string, opts Options) (*Journal, error) {
 			f.Close()
 			return nil, fmt.Errorf("journal: sync active segment %s: %w", last.path, err)
 		}
+		if fi, err := f.Stat(); err == nil && opts.prealloc() > 0 && fi.Size() >= opts.prealloc() {
+			activeFull = true
+		}
 	}
 	j := &Journal{
-		dir:       dir,
-		opts:      opts,
-		fs:        fsys,
-		wake:      make(chan struct{}, 1),
-		loopDone:  make(chan struct{}),
-		segs:      rec.segs,
-		active:    f,
-		activeIdx: last.index,
-		size:      last.size,
-		nextSeq:   last.firstSeq + last.records,
+		dir:        dir,
+		opts:       opts,
+		fs:         fsys,
+		wake:       make(chan struct{}, 1),
+		loopDone:   make(chan struct{}),
+		segs:       rec.segs,
+		active:     f,
+		activeIdx:  last.index,
+		activeFull: activeFull,
+		size:       last.size,
+		nextSeq:    last.firstSeq + last.records,
 	}
 	j.lastSeq.Store(j.nextSeq - 1)
 	return j, nil

@@ -61,6 +61,13 @@ func listSegments(fsys vfs.FS, dir string) (indexes []uint64, tmps []string, err
 	return indexes, tmps, nil // names are sorted and indexes zero-padded
 }
 
+// errNotCreated is wrapped by the errors of creating a segment that failed
+// before the segment was renamed into place and that left no file behind
+// but perhaps a temporary one (which Open removes): the journal's files are
+// as they were, so the journal can go on in its active segment. A full disk
+// (ENOSPC) while preallocating is the usual cause.
+var errNotCreated = errors.New("segment not created")
+
 // createSegment durably creates the empty segment index whose first record
 // will have sequence number firstSeq, zero-filled to prealloc bytes: see
 // prepareSegment and publishSegment. It returns the segment open for
@@ -72,6 +79,9 @@ func createSegment(fsys vfs.FS, dir string, index, firstSeq uint64, prealloc int
 	}
 	if err := publishSegment(fsys, dir, f, index, firstSeq); err != nil {
 		f.Close()
+		if errors.Is(err, errNotCreated) {
+			_ = fsys.Remove(filepath.Join(dir, segName(index)) + ".tmp")
+		}
 		return nil, err
 	}
 	return f, nil
@@ -83,12 +93,14 @@ var zeros = make([]byte, 256<<10)
 // prepareSegment creates the temporary file of segment index, zero-filled
 // to size bytes and synced. Writing the zeros now means later appends
 // overwrite blocks that already exist, so their fdatasync need not commit
-// file-system metadata; Open reads a tail of zeros as unused space.
+// file-system metadata; Open reads a tail of zeros as unused space. If it
+// fails it removes the partial file, so that a disk it filled has that
+// room back, and the error wraps errNotCreated.
 func prepareSegment(fsys vfs.FS, dir string, index uint64, size int64) (vfs.File, error) {
 	tmp := filepath.Join(dir, segName(index)) + ".tmp"
 	f, err := fsys.Create(tmp)
 	if err != nil {
-		return nil, fmt.Errorf("journal: create segment %s: %w", tmp, err)
+		return nil, fmt.Errorf("journal: create segment %s: %w: %w", tmp, errNotCreated, err)
 	}
 	err = writeZeros(f, 0, size)
 	if err == nil && size > 0 {
@@ -96,7 +108,8 @@ func prepareSegment(fsys vfs.FS, dir string, index uint64, size int64) (vfs.File
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("journal: preallocate segment %s: %w", tmp, err)
+		_ = fsys.Remove(tmp)
+		return nil, fmt.Errorf("journal: preallocate segment %s to %d bytes: %w: %w", tmp, size, errNotCreated, err)
 	}
 	return f, nil
 }
@@ -114,7 +127,9 @@ func writeZeros(f vfs.File, from, to int64) error {
 // publishSegment turns the prepared file f of segment index into the
 // segment: it writes the header, syncs, renames the file into place and
 // syncs the directory. A crash at any point leaves either no segment or one
-// with a complete header.
+// with a complete header. An error before the rename wraps errNotCreated
+// (the caller removes the temporary file); a failed directory sync after it
+// does not: the segment may or may not be in place.
 func publishSegment(fsys vfs.FS, dir string, f vfs.File, index, firstSeq uint64) error {
 	path := filepath.Join(dir, segName(index))
 	_, err := f.WriteAt(appendHeader(nil, index, firstSeq), 0)
@@ -124,10 +139,10 @@ func publishSegment(fsys vfs.FS, dir string, f vfs.File, index, firstSeq uint64)
 	if err == nil {
 		err = fsys.Rename(path+".tmp", path)
 	}
-	if err == nil {
-		err = fsys.SyncDir(dir)
-	}
 	if err != nil {
+		return fmt.Errorf("journal: create segment %s: %w: %w", path, errNotCreated, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("journal: create segment %s: %w", path, err)
 	}
 	return nil

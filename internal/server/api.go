@@ -156,6 +156,12 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "shutting down")
 		return
 	}
+	if err := a.runner.Err(); err != nil {
+		// The store failed for good (e.g. the disk is full): only a
+		// restart, after the cause is fixed, brings the server back.
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "error": err.Error()})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 

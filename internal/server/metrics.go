@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +80,98 @@ func (m *Metrics) JournalSynced(e runlog.SyncEvent) {
 // Watch registers the gauges read from r's Stats at each scrape.
 func (m *Metrics) Watch(r *runlog.Runner) {
 	m.reg.MustRegister(statsCollector{r: r})
+}
+
+// DiskCheckInterval is how often WatchDisk looks at the free space.
+const DiskCheckInterval = 10 * time.Second
+
+// WatchDisk registers the gauge runlog_journal_disk_free_bytes, the bytes
+// an unprivileged process may still write on the filesystem of dir (the data
+// directory), read with statfs at each scrape, and checks it every
+// DiskCheckInterval: below warnBelow bytes it logs a warning (again each
+// time the free space halves), and an info line once it is back above. A
+// journal whose disk fills up fails, and the server must then be
+// restarted, so the warning comes while there is room to act. Call the
+// returned func to stop the checks.
+func (m *Metrics) WatchDisk(dir string, warnBelow int64, log *slog.Logger) (stop func()) {
+	m.reg.MustRegister(diskCollector{dir: dir})
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		w := diskWarner{dir: dir, below: warnBelow, log: log}
+		t := time.NewTicker(DiskCheckInterval)
+		defer t.Stop()
+		for {
+			w.check()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		<-stopped
+	}
+}
+
+// diskFree returns the bytes an unprivileged process may still write on the
+// filesystem holding dir.
+func diskFree(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// diskWarner logs when the free space on dir's filesystem falls below
+// below, again each time it halves, and once when it is back above.
+type diskWarner struct {
+	dir    string
+	below  int64
+	log    *slog.Logger
+	warned int64 // free bytes at the last warning; 0: none since it was fine
+}
+
+// check reads the free space once and logs if it crossed a mark.
+func (w *diskWarner) check() {
+	free, err := diskFree(w.dir)
+	if err != nil {
+		w.log.Warn("runlog: cannot read the free disk space of the data directory", "err", err)
+		return
+	}
+	switch {
+	case free < w.below && (w.warned == 0 || free <= w.warned/2):
+		w.warned = max(free, 1)
+		w.log.Warn("runlog: the data directory's disk is nearly full; free disk space now: once a journal write finds no room the journal fails, /healthz answers 503 and the server must be restarted",
+			"dir", w.dir, "free_bytes", free, "warn_below_bytes", w.below)
+	case free >= w.below && w.warned != 0:
+		w.warned = 0
+		w.log.Info("runlog: the data directory's disk has room again", "dir", w.dir, "free_bytes", free)
+	}
+}
+
+var descDiskFree = prometheus.NewDesc("runlog_journal_disk_free_bytes",
+	"Bytes still free (for unprivileged writers) on the filesystem of the data directory, from statfs.", nil, nil)
+
+// diskCollector reads the free space of dir's filesystem at scrape time.
+type diskCollector struct{ dir string }
+
+// Describe sends the descriptor of the free-space gauge (prometheus.Collector).
+func (c diskCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descDiskFree }
+
+// Collect reads the free space and sends the gauge (prometheus.Collector).
+func (c diskCollector) Collect(ch chan<- prometheus.Metric) {
+	free, err := diskFree(c.dir)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descDiskFree, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descDiskFree, prometheus.GaugeValue, float64(free))
 }
 
 // Handler serves the metrics in the Prometheus text format.

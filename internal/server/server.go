@@ -90,6 +90,7 @@ type Server struct {
 	ln       net.Listener
 	log      *slog.Logger
 	serveErr chan error // receives Serve's result once
+	stopDisk func()     // stops the free-space checks (a no-op on PostgreSQL)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -172,7 +173,17 @@ func Start(cfg Config) (*Server, error) {
 		Logger:    cfg.Logger,
 		Limiter:   limiter,
 	})
+	stopDisk := func() {}
+	if cfg.Postgres == "" {
+		seg := rc.SegmentSize
+		if seg <= 0 {
+			seg = runlog.DefaultSegmentSize
+		}
+		// Warn with a few segments' worth of room left.
+		stopDisk = metrics.WatchDisk(cfg.Dir, 4*seg, cfg.Logger)
+	}
 	s := &Server{
+		stopDisk: stopDisk,
 		runner:   runner,
 		api:      api,
 		ln:       ln,
@@ -218,6 +229,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.log.Info("runlog shutting down")
 		httpErr := s.http.ShutdownWithContext(ctx)
 		runErr := s.runner.Close(ctx)
+		s.stopDisk()
+		if err := s.runner.Err(); err != nil {
+			// The store had failed: a stop is not clean (exit 1), and
+			// says why, so the operator fixes the cause before the
+			// restart.
+			runErr = errors.Join(runErr, err)
+		}
 		s.closeErr = errors.Join(httpErr, runErr)
 		if s.closeErr != nil {
 			s.log.Warn("runlog stopped", "err", s.closeErr)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -31,6 +32,7 @@ type Mem struct {
 	inject   Injector            // guarded by mu
 	ops      int64               // guarded by mu
 	injected int64               // guarded by mu
+	capacity int64               // guarded by mu: bytes files may hold; 0 is no limit
 }
 
 var _ FS = (*Mem)(nil)
@@ -114,6 +116,46 @@ func (m *Mem) SetInjector(inj Injector) {
 	m.inject = inj
 	m.ops = 0
 	m.injected = 0
+}
+
+// SetCapacity makes m a disk of capacity bytes (0, the default, is no
+// limit): the bytes of all files in the namespace may not exceed it. A
+// write that would grow the files past it stores the bytes that fit and
+// fails with syscall.ENOSPC ("no space left on device"), as a full disk
+// does; a Truncate that would grow past it fails and changes nothing.
+// Overwriting bytes a file already has needs no space, as on a real disk
+// with blocks already allocated. A capacity below what the files already
+// hold refuses every growth.
+func (m *Mem) SetCapacity(capacity int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.capacity = capacity
+}
+
+// Free returns how many bytes files may still grow by under the capacity
+// set with SetCapacity, or -1 if there is no limit.
+func (m *Mem) Free() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.capacity == 0 {
+		return -1
+	}
+	return m.freeLocked()
+}
+
+// freeLocked returns the room left under the capacity (never negative).
+// Called with mu held and a capacity set.
+func (m *Mem) freeLocked() int64 {
+	var used int64
+	for _, n := range m.files {
+		used += int64(len(n.data))
+	}
+	return max(m.capacity-used, 0)
+}
+
+// noSpace is the error of a write or truncate that found the disk full.
+func noSpace(op, path string) error {
+	return &fs.PathError{Op: op, Path: path, Err: syscall.ENOSPC}
 }
 
 // Ops returns how many operations ran since the last SetInjector (or since
@@ -553,6 +595,17 @@ func (f *memFile) writeAt(p []byte, off int64) (int, error) {
 	if err != nil {
 		q = p[:len(p)/2]
 	}
+	if end := int(off) + len(q); f.m.capacity > 0 && end > len(f.n.data) {
+		if limit := len(f.n.data) + int(f.m.freeLocked()); end > limit {
+			q = q[:max(min(len(q), limit-int(off)), 0)]
+			if err == nil {
+				err = noSpace("write", f.n.name)
+			}
+			if len(q) == 0 {
+				return 0, err
+			}
+		}
+	}
 	end, oldLen := int(off)+len(q), len(f.n.data)
 	if end > oldLen {
 		f.n.data = slices.Grow(f.n.data, end-oldLen)[:end]
@@ -613,6 +666,9 @@ func (f *memFile) Truncate(size int64) error {
 		return &fs.PathError{Op: "truncate", Path: f.n.name, Err: fs.ErrInvalid}
 	}
 	oldLen := len(f.n.data)
+	if f.m.capacity > 0 && int(size) > oldLen && size-int64(oldLen) > f.m.freeLocked() {
+		return noSpace("truncate", f.n.name)
+	}
 	if int(size) <= oldLen {
 		f.n.data = f.n.data[:size]
 	} else {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -390,5 +391,60 @@ func TestMemGapsReadAsZeros(t *testing.T) {
 	m.SyncDir("d")
 	if got := fileBytes(t, m.CrashClone(nil), "d/f"); string(got) != "0\x00\x00\x00" {
 		t.Fatalf("after sync and crash: %q", got)
+	}
+}
+
+// TestMemCapacity checks the full disk that SetCapacity models: growth past
+// the capacity stores what fits and fails with ENOSPC, overwrites need no
+// room, a failed growing Truncate changes nothing, and removing a file
+// frees its bytes.
+func TestMemCapacity(t *testing.T) {
+	m := NewMem()
+	if err := m.MkdirAll("/d"); err != nil {
+		t.Fatal(err)
+	}
+	m.SetCapacity(100)
+	a, err := m.Create("/d/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WriteAt(make([]byte, 60), 0); err != nil {
+		t.Fatalf("write within capacity: %v", err)
+	}
+	b, err := m.Create("/d/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.WriteAt(bytes.Repeat([]byte{1}, 50), 0)
+	if n != 40 || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write past capacity = %d, %v; want 40, ENOSPC", n, err)
+	}
+	if got := m.Free(); got != 0 {
+		t.Fatalf("Free = %d; want 0", got)
+	}
+	if _, err := a.WriteAt(bytes.Repeat([]byte{2}, 60), 0); err != nil {
+		t.Fatalf("overwrite on a full disk: %v", err)
+	}
+	if err := a.Truncate(70); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("growing Truncate on a full disk = %v; want ENOSPC", err)
+	}
+	if fi, _ := a.Stat(); fi.Size() != 60 {
+		t.Fatalf("size after failed Truncate = %d; want 60", fi.Size())
+	}
+	if n, err := b.WriteAt([]byte{1}, 90); n != 0 || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write beyond the end on a full disk = %d, %v; want 0, ENOSPC", n, err)
+	}
+	if fi, _ := b.Stat(); fi.Size() != 40 {
+		t.Fatalf("size after failed write = %d; want 40 (no gap grown)", fi.Size())
+	}
+	a.Close()
+	if err := m.Remove("/d/a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Free(); got != 60 {
+		t.Fatalf("Free after remove = %d; want 60", got)
+	}
+	if _, err := b.WriteAt(make([]byte, 50), 40); err != nil {
+		t.Fatalf("write after freeing space: %v", err)
 	}
 }

@@ -9,7 +9,8 @@
 //     and which directory entries were synced, so CrashClone can produce the
 //     filesystem a power cut would leave behind, and it can fail the Nth
 //     operation (or every operation matching a predicate) to walk every
-//     error path of the code above it.
+//     error path of the code above it, or be given a capacity
+//     (Mem.SetCapacity) to act as a disk that fills up (ENOSPC).
 //
 // Durability model, the same for both: a file's bytes are durable once
 // File.Sync returned nil; a file's existence under a name (after Create,

@@ -137,6 +137,12 @@ func (c *checkpointer) synced(bytes int) {
 			_, err := c.checkpoint()
 			c.mu.Lock()
 			c.running = false
+			if err != nil {
+				// Try again after another threshold of journal bytes, as
+				// the log line says, not at the next sync: on a full disk
+				// each try fills what room is left before it fails.
+				c.pending = 0
+			}
 			c.mu.Unlock()
 			if err != nil && c.logf != nil {
 				c.logf("runlog: background snapshot failed (the journal keeps every record; next try after more writes): %v", err)
@@ -257,9 +263,13 @@ func (c *checkpointer) checkpointClosed(st *state.State) (CheckpointStats, error
 	defer c.work.Unlock()
 	began := time.Now()
 	next, err := c.s.j.Rotate()
-	if err != nil {
+	if err != nil && c.s.j.Err() != nil {
 		return CheckpointStats{}, c.fail(err)
 	}
+	// A rotation that found no room for a new segment (a full disk) leaves
+	// the journal usable and still answers after every queued append: the
+	// snapshot is written all the same, and the active segment, covered
+	// records and all, goes with a later drop.
 	c.mu.Lock()
 	unchanged := next-1 == c.lastSeq
 	c.mu.Unlock()

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/snapshot"
@@ -591,8 +592,31 @@ func (s *Store) Close() error {
 	if errors.Is(err, journal.ErrClosed) {
 		err = nil
 	}
+	if err == nil && ckErr != nil && (errors.Is(ckErr, syscall.ENOSPC) || errors.Is(ckErr, syscall.EDQUOT)) {
+		// The snapshot only makes the next Open faster: every record is
+		// durable in the journal, so a full disk does not make a clean stop
+		// fail.
+		if s.ckpt.logf != nil {
+			s.ckpt.logf("runlog: final snapshot skipped, the disk is full (every record is in the journal, which the next open replays; free disk space): %v", ckErr)
+		}
+		ckErr = nil
+	}
 	if err == nil && ckErr != nil {
 		err = fmt.Errorf("embedded: closed, but the final snapshot failed (the journal keeps every record): %w", ckErr)
+	}
+	return err
+}
+
+// Err returns why the store takes no more changes because its journal
+// failed (a write or fdatasync error, such as a full disk), or nil while it
+// is usable. The failure is permanent for this Store: close it, fix the
+// cause and open the directory again.
+func (s *Store) Err() error {
+	s.mu.Lock()
+	err := s.failed
+	s.mu.Unlock()
+	if err == nil {
+		err = s.j.Err()
 	}
 	return err
 }
