@@ -111,6 +111,10 @@ type Runner struct {
 	perTarget     map[string]int      // guarded by mu
 	cancelEarly   map[uint64]struct{} // guarded by mu: cancelled before its flight registered
 	shuttingDown  bool                // guarded by mu: Close gave up waiting; cancel every attempt
+
+	// storeErrors counts the store's transient failures in a row (see
+	// troubled); 0 while it answers.
+	storeErrors atomic.Int32
 }
 
 // flight is one attempt in progress.
@@ -266,7 +270,62 @@ func (r *Runner) targetRunning(target string) int {
 	return r.perTarget[target]
 }
 
-// fail records that the store failed: the runner starts nothing more.
+// transient reports whether err, from a store call, leaves the store
+// usable: true unless the store is closed or reports a permanent failure
+// (store.Failer, as the embedded journal does after a failed write or
+// fsync). A PostgreSQL server that cannot be reached for a while is
+// transient: the runner backs off and asks again.
+func (r *Runner) transient(err error) bool {
+	if errors.Is(err, store.ErrClosed) {
+		return false
+	}
+	if f, ok := r.st.(store.Failer); ok && f.Err() != nil {
+		return false
+	}
+	return true
+}
+
+// Backoff of the store calls that failed transiently (troubled).
+const (
+	storeBackoffMin = 50 * time.Millisecond
+	storeBackoffMax = 5 * time.Second
+)
+
+// troubled logs a transient failure of the store call what (the first of a
+// run at Warn) and waits, doubling from storeBackoffMin up to
+// storeBackoffMax with each failure in a row, or until the dispatcher
+// stops.
+func (r *Runner) troubled(what string, err error) {
+	n := r.storeErrors.Add(1)
+	if n == 1 {
+		r.log.Warn("runlog: the store did not answer; retrying with backoff (no job is lost: what was not recorded is done again)", "call", what, "err", err)
+	} else {
+		r.log.Debug("runlog: the store still does not answer", "call", what, "failures", n, "err", err)
+	}
+	d := storeBackoffMax
+	if n < 20 {
+		d = min(storeBackoffMin<<(n-1), storeBackoffMax)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.stop:
+	}
+}
+
+// answered notes that a store call succeeded, ending a run of failures.
+func (r *Runner) answered() {
+	if r.storeErrors.Load() == 0 {
+		return
+	}
+	if n := r.storeErrors.Swap(0); n > 0 {
+		r.log.Info("runlog: the store answers again", "failures", n)
+	}
+}
+
+// fail records that the store failed for good: the runner starts nothing
+// more.
 func (r *Runner) fail(err error) {
 	r.mu.Lock()
 	if r.failure == nil {
@@ -378,12 +437,21 @@ func (r *Runner) claim(now int64, n int) {
 	defer r.claims.Done()
 	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning})
 	if err != nil {
+		if r.transient(err) {
+			// The slots stay reserved while the claim backs off, so that
+			// an unreachable database is not asked again at once.
+			r.troubled("claim", err)
+			r.release(n)
+			r.signal()
+			return
+		}
 		r.release(n)
 		if !errors.Is(err, store.ErrClosed) {
 			r.fail(err)
 		}
 		return
 	}
+	r.answered()
 	r.release(n - len(claims))
 	if len(claims) < n && r.cfg.TargetConcurrency > 0 {
 		if next, ok := r.st.NextDue(); ok && next <= now {
@@ -405,8 +473,11 @@ func (r *Runner) janitor() {
 	defer close(r.janitorDone)
 	for {
 		if err := r.st.Expire(r.base, r.nowMS()); err != nil && !errors.Is(err, store.ErrClosed) {
-			r.fail(err)
-			return
+			if !r.transient(err) {
+				r.fail(err)
+				return
+			}
+			r.log.Warn("runlog: dropping expired jobs failed; trying again at the next interval", "err", err, "interval", retentionInterval)
 		}
 		timer, stop := r.cfg.Clock.NewTimer(retentionInterval)
 		select {
@@ -584,13 +655,37 @@ func (r *Runner) settle(batch []store.Outcome) {
 		lim.Max = 0
 	default:
 	}
-	claims, err := r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, batch, lim)
-	if err != nil {
-		r.release(len(batch))
-		if !errors.Is(err, store.ErrClosed) {
-			r.fail(err)
+	var claims []store.Claim
+	for {
+		var err error
+		claims, err = r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, batch, lim)
+		if err == nil {
+			r.answered()
+			break
 		}
-		return
+		if !r.transient(err) {
+			r.release(len(batch))
+			if !errors.Is(err, store.ErrClosed) {
+				r.fail(err)
+			}
+			return
+		}
+		// Recording the outcomes again is safe: an outcome whose attempt
+		// has ended already (the first try committed after all) is a
+		// no-op. Once Close has begun, one more try is all there is: the
+		// attempts of outcomes left unrecorded are requeued by the store
+		// (PostgreSQL: when their lease expires), counted as failed.
+		select {
+		case <-r.stop:
+			if lim.Max == 0 {
+				r.release(len(batch))
+				r.log.Warn("runlog: outcomes not recorded at close; their attempts run again once the store requeues them", "outcomes", len(batch), "err", err)
+				return
+			}
+			lim.Max = 0
+		default:
+		}
+		r.troubled("finish", err)
 	}
 	r.release(len(batch) - len(claims))
 	for _, c := range claims {
@@ -613,9 +708,10 @@ func (r *Runner) usable() error {
 }
 
 // Err returns why the runner stopped working, or nil while it works: its
-// store failed (for the embedded journal, a write or fdatasync error such
-// as a full disk; for PostgreSQL, a claim, finish or expiry that failed),
-// so every change is refused and no job starts. The failure is permanent
+// store failed for good (the embedded journal after a write or fdatasync
+// error such as a full disk), so every change is refused and no job
+// starts. A PostgreSQL server that cannot be reached is not such a
+// failure: the runner backs off and goes on once it answers. The failure is permanent
 // for this Runner and it does not recover by itself: fix the cause (free
 // disk space), Close the runner and Open it again; every job that was
 // acknowledged is kept. A health check should report the runner unhealthy
@@ -625,7 +721,7 @@ func (r *Runner) Err() error {
 	failure := r.failure
 	r.mu.Unlock()
 	if failure == nil {
-		if f, ok := r.st.(interface{ Err() error }); ok {
+		if f, ok := r.st.(store.Failer); ok {
 			failure = f.Err()
 		}
 	}

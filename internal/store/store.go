@@ -112,6 +112,17 @@ type Notify struct {
 	CancelAttempt func(id uint64)
 }
 
+// Failer is a store whose failures can be permanent: the embedded journal,
+// after a failed write or fdatasync, takes no more changes until it is
+// reopened. Err reports that failure, or nil. An error from a store that is
+// not a Failer, or while its Err is nil, is transient (a PostgreSQL server
+// unreachable for a while): the engine backs off and calls again, which is
+// safe because every change is recorded at most once (an outcome of an
+// attempt that already ended is a no-op).
+type Failer interface {
+	Err() error
+}
+
 // Store is the durable side of the engine. Implementations are safe for
 // concurrent use.
 type Store interface {
