@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -166,6 +167,15 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 	writeCreated(w, status, res.ID, res.Existing)
 }
 
+// enqueueBody decodes the body of POST /v1/jobs and enqueues the job.
+func (a *API) enqueueBody(ctx context.Context, body []byte) (runlog.EnqueueResult, error) {
+	req, err := DecodeJobRequest(body, a.cfg.Policy)
+	if err != nil {
+		return runlog.EnqueueResult{}, err
+	}
+	return a.runner.EnqueueJob(ctx, req)
+}
+
 // appendCreated appends the JSON of Created{id, existing} and a newline.
 func appendCreated(b []byte, id uint64, existing bool) []byte {
 	b = append(b, `{"id":`...)
@@ -304,11 +314,19 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Reason string `json:"reason"`
 	}
-	if len(strings.TrimSpace(string(body))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(body)))
+	if !onlySpace(body) {
+		if err := checkText(body); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&in); err != nil {
 			a.fail(w, r, badRequest("the body must be empty or {\"reason\": \"...\"}: %v", err))
+			return
+		}
+		if !onlySpace(body[dec.InputOffset():]) {
+			a.fail(w, r, badRequest("the body has data after the {\"reason\": \"...\"} object; send one JSON object"))
 			return
 		}
 	}
@@ -367,6 +385,10 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
+			// Read (and drop) some more of it, so that a client that sends
+			// its whole body before reading the answer gets the 413 rather
+			// than a reset connection; net/http closes the connection after.
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDrain))
 			writeError(w, http.StatusRequestEntityTooLarge, tooLarge(tooBig.Limit))
 			return nil, false
 		}
@@ -375,6 +397,10 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	}
 	return body, true
 }
+
+// maxDrain is how much of a body over the limit is read and discarded
+// before the 413 answer.
+const maxDrain = 64 << 20
 
 // tooLarge is the answer to a body over limit bytes.
 func tooLarge(limit int64) string {
