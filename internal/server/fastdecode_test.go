@@ -106,7 +106,10 @@ func TestWriteCreatedMatchesWriteJSON(t *testing.T) {
 		if got.Body.String() != want.Body.String() || got.Code != want.Code {
 			t.Fatalf("%+v: got %d %q, want %d %q", c, got.Code, got.Body, want.Code, want.Body)
 		}
-		for _, h := range []string{"Content-Type", "Content-Length"} {
+		// (Content-Length: net/http counts it for writeCreated's short
+		// answer; TestEnqueueOverSocketAnswersAsHandler reads it over a
+		// socket.)
+		for _, h := range []string{"Content-Type"} {
 			if got.Header().Get(h) != want.Header().Get(h) {
 				t.Fatalf("%s: got %q, want %q", h, got.Header().Get(h), want.Header().Get(h))
 			}
