@@ -87,6 +87,8 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 	}
 	if r.Method == http.MethodConnect {
+		// What follows a CONNECT is a tunnel's bytes, not requests.
+		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusMethodNotAllowed, "CONNECT is not allowed: runlog serve is not a proxy")
 		return
 	}
