@@ -1,6 +1,8 @@
 package server
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -51,11 +53,15 @@ var slowShapes = []string{
 	`{"kind":"http"}{}`, `{"kind":"http"} x`, `null`, `[]`, ``, `{`, `{"kind"}`, `{"kind":}`,
 	`{"kind":"http",}`, `{"kind":"http" "url":"x"}`, `{"args":["a",]}`, `{"headers":{"a":1}}`,
 	"{\"body\":\"a\tb\"}",
+	`{"kind":"http"}}`, `{"kind":"http"}]`, `{"kind":"http"} }}}`,
+	`{"kind":"http","key":"bin-\udcff"}`, `{"kind":"http","key":"bin-\ud800\u0041"}`, `{"kind":"http","key":"bin-` + "\xfe" + `"}`,
 }
 
 // FuzzDecodeFast: whenever the fast path accepts an input, encoding/json
 // (as the API uses it) accepts it too and decodes it to the same request;
-// so the fast path changes the speed of POST /v1/jobs and nothing else.
+// so the fast path changes the speed of POST /v1/jobs and nothing else. It
+// also holds the fast path to refusing what encoding/json refuses (trailing
+// data: json.Valid) and the strings it would alter (checkText).
 func FuzzDecodeFast(f *testing.F) {
 	for _, s := range append(fastShapes, slowShapes...) {
 		f.Add([]byte(s))
@@ -64,6 +70,12 @@ func FuzzDecodeFast(f *testing.F) {
 		var fast JobRequest
 		if !decodeFast(data, &fast) {
 			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("fast path accepted %q, which is not one JSON value", data)
+		}
+		if err := checkText(data); err != nil {
+			t.Fatalf("fast path accepted %q: %v", data, err)
 		}
 		var std JobRequest
 		if err := decodeStd(data, &std); err != nil {
@@ -116,6 +128,28 @@ func TestWriteCreatedMatchesWriteJSON(t *testing.T) {
 		}
 		if loc := got.Header().Get("Location"); loc != "/v1/jobs/"+strconv.FormatUint(c.id, 10) {
 			t.Fatalf("Location %q", loc)
+		}
+	}
+}
+
+// TestCheckText: the strings encoding/json would alter are refused (invalid
+// UTF-8, lone surrogate escapes in either half), and text, surrogate pairs
+// and escapes that only look like surrogates are not.
+func TestCheckText(t *testing.T) {
+	for _, s := range []string{
+		`{"k":"bin-\udcff"}`, `{"k":"\ud800"}`, `{"k":"\ud800x"}`, `{"k":"\uD800\u0041"}`, `{"k":"\udbff\udbff"}`,
+		`{"k":"\ud83d\ude00\ude00"}`, "{\"k\":\"bin-\xff\"}", "{\"k\":\"\xed\xa0\x80\"}", `["\\\udc00"]`,
+	} {
+		if err := checkText([]byte(s)); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: %v; want a bad request", s, err)
+		}
+	}
+	for _, s := range []string{
+		`{"k":"\ud83d\ude00"}`, `{"k":"\uD83D\uDE00"}`, `{"k":"\\udc00"}`, `{"k":"\\\\udc00"}`, `{"k":"é✓😀"}`, `{"k":"\u00ff\ufffd"}`,
+		`{"\\":"\"\\ud800"}`, `{`,
+	} {
+		if err := checkText([]byte(s)); err != nil {
+			t.Errorf("%s: %v; want it accepted", s, err)
 		}
 	}
 }
