@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -150,6 +151,63 @@ func TestCheckText(t *testing.T) {
 	} {
 		if err := checkText([]byte(s)); err != nil {
 			t.Errorf("%s: %v; want it accepted", s, err)
+		}
+	}
+}
+
+// batchShapes are batch bodies: the first ones of the shapes clients send
+// (the fast path takes them), then the edges it must leave to
+// encoding/json.
+var batchShapes = []string{
+	`{"jobs":[]}`, `{}`, ` { "jobs" : [ {"kind":"http","url":"http://x/"} , {"kind":"exec","command":"c","args":["a"]} ] } `,
+	`{"jobs":[` + strings.Join(fastShapes, ",") + `]}`,
+	// Slow:
+	`{"jobs":null}`, `{"jobs":[null]}`, `{"jobs":[{"kind":"http"}],"jobs":[]}`, `{"Jobs":[]}`, `{"jobs":[{}],"x":1}`,
+	`{"jobs":[{"kind":"http"}]}}`, `{"jobs":[{"kind":"http"}]}]`, `{"jobs":[{"kind":"http"},]}`, `{"jobs":[{"key":"\udcff"}]}`,
+	`{"jobs":[{"key":"` + "\xff" + `"}]}`, `{"jobs":{}}`, `[]`, ``,
+}
+
+// FuzzDecodeBatchFast: whenever the batch fast path accepts a body,
+// encoding/json (as the API uses it) accepts it too and decodes it to the
+// same batch, and the body is one JSON value with no string encoding/json
+// would alter; so the fast path changes the speed of POST /v1/jobs/batch and
+// nothing else.
+func FuzzDecodeBatchFast(f *testing.F) {
+	for _, s := range batchShapes {
+		f.Add([]byte(s))
+	}
+	for _, s := range append(fastShapes, slowShapes...) {
+		f.Add([]byte(`{"jobs":[` + s + `]}`))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast BatchRequest
+		if !decodeBatchFast(data, &fast) {
+			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("fast path accepted %q, which is not one JSON value", data)
+		}
+		if err := checkText(data); err != nil {
+			t.Fatalf("fast path accepted %q: %v", data, err)
+		}
+		var std BatchRequest
+		if err := decodeBatchStd(data, &std); err != nil {
+			t.Fatalf("fast path accepted %q, encoding/json refuses it: %v", data, err)
+		}
+		if !reflect.DeepEqual(fast, std) {
+			t.Fatalf("%q:\nfast %#v\nstd  %#v", data, fast, std)
+		}
+	})
+}
+
+// TestDecodeBatchFastTakesTheCommonShapes: batches of the usual shapes take
+// the fast path (else FuzzDecodeBatchFast would hold vacuously) and the
+// edges do not.
+func TestDecodeBatchFastTakesTheCommonShapes(t *testing.T) {
+	for i, s := range batchShapes {
+		var b BatchRequest
+		if fast := decodeBatchFast([]byte(s), &b); fast != (i < 4) {
+			t.Errorf("fast path %v for %q; want %v", fast, s, i < 4)
 		}
 	}
 }

@@ -203,16 +203,11 @@ type BatchRequest struct {
 // wrap ErrBadRequest and name the job's index.
 func DecodeBatchRequest(data []byte, p Policy) ([]runlog.JobRequest, error) {
 	var batch BatchRequest
-	if err := checkText(data); err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&batch); err != nil {
-		return nil, badRequest("the body is not a valid batch {\"jobs\": [...]}: %v", err)
-	}
-	if !onlySpace(data[dec.InputOffset():]) {
-		return nil, badRequest("the body has data after the batch object; send one JSON object")
+	if !decodeBatchFast(data, &batch) {
+		batch = BatchRequest{}
+		if err := decodeBatchStd(data, &batch); err != nil {
+			return nil, err
+		}
 	}
 	if len(batch.Jobs) == 0 || len(batch.Jobs) > MaxBatch {
 		return nil, badRequest("a batch has 1 to %d jobs, this one has %d", MaxBatch, len(batch.Jobs))
@@ -226,6 +221,23 @@ func DecodeBatchRequest(data []byte, p Policy) ([]runlog.JobRequest, error) {
 		out[i] = req
 	}
 	return out, nil
+}
+
+// decodeBatchStd decodes a batch with encoding/json, refusing what
+// decodeStd refuses.
+func decodeBatchStd(data []byte, batch *BatchRequest) error {
+	if err := checkText(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(batch); err != nil {
+		return badRequest("the body is not a valid batch {\"jobs\": [...]}: %v", err)
+	}
+	if !onlySpace(data[dec.InputOffset():]) {
+		return badRequest("the body has data after the batch object; send one JSON object")
+	}
+	return nil
 }
 
 // Resolve validates req under p and turns it into the request the runner
