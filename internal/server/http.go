@@ -31,7 +31,9 @@ func newHTTPServer(h http.Handler, cfg Config) *http.Server {
 		// timeout (slow clients are cut off: slowloris), answers be sent
 		// within WriteTimeout, and an idle keep-alive connection is closed
 		// after IdleTimeout. (Equal header and read timeouts also save
-		// net/http one deadline update per request.)
+		// net/http one deadline update per request.) net/http also ends a
+		// request's context once ReadTimeout has passed since the request
+		// began; every handler here answers well within it.
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadHeaderTimeout,
 		WriteTimeout:      2 * time.Minute,
