@@ -465,14 +465,17 @@ func TestKeepAliveAfterBodies(t *testing.T) {
 	for _, b := range []string{job, weird, job, weird} {
 		pipelined += "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(b)) + "\r\n\r\n" + b
 	}
+	// A refused request whose body the server never reads: net/http
+	// discards the body and the next request is still found.
+	pipelined += "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: " + strconv.Itoa(len(weird)) + "\r\n\r\n" + weird
 	pipelined += "GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-	a := raw(t, srv, pipelined, 5)
-	if len(a) != 5 {
-		t.Fatalf("%d answers to 5 pipelined requests: %+v", len(a), a)
+	a := raw(t, srv, pipelined, 6)
+	if len(a) != 6 {
+		t.Fatalf("%d answers to 6 pipelined requests: %+v", len(a), a)
 	}
-	for i, x := range a {
-		if (i < 4 && x.status != 201) || (i == 4 && x.status != 200) {
-			t.Fatalf("pipelined request %d: %d %s", i, x.status, x.body)
+	for i, want := range []int{201, 201, 201, 201, 415, 200} {
+		if a[i].status != want {
+			t.Fatalf("pipelined request %d: %d %s; want %d", i, a[i].status, a[i].body, want)
 		}
 	}
 	chunked := strconv.FormatInt(int64(len(job)), 16) + "\r\n" + job + "\r\n0\r\n\r\n"
