@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
@@ -157,6 +158,11 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 	}
 	if len(req.Kind) > maxName || len(req.Target) > maxName || len(req.Key) > maxName {
 		return store.NewJob{}, fmt.Errorf("%w: kind, target and key are limited to %d bytes", ErrInvalid, maxName)
+	}
+	if !utf8.ValidString(req.Key) {
+		// Stored keys pass through JSON, which turns invalid UTF-8 into
+		// U+FFFD: two different keys would become one.
+		return store.NewJob{}, fmt.Errorf("%w: key %q is not valid UTF-8; use a key of text (e.g. hex or base64 of the bytes)", ErrInvalid, req.Key)
 	}
 	policy := r.cfg.Retry
 	if req.Retry != nil {

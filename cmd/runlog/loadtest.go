@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/runlog/runlog/internal/server"
-	"github.com/valyala/fasthttp"
 )
 
 // runLoadtest (hidden) measures a running server: how many POST /v1/jobs per
@@ -68,18 +67,17 @@ func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url stri
 	ownTarget := url == ""
 	if ownTarget {
 		// The no-op target shares the machine's cores with the server it
-		// measures: it is a fasthttp server, which answers for about half
-		// the CPU of net/http's, so that more of the cores go to runlog.
+		// measures.
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return fmt.Errorf("no-op target: %w", err)
 		}
-		target := &fasthttp.Server{Handler: func(*fasthttp.RequestCtx) {
+		target := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			delivered.Add(1)
 			lastNanos.Store(time.Now().UnixNano())
-		}}
+		})}
 		go func() { _ = target.Serve(ln) }()
-		defer target.Shutdown()
+		defer target.Close()
 		url = "http://" + ln.Addr().String() + "/noop"
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}, Timeout: cf.timeout}

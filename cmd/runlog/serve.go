@@ -29,7 +29,7 @@ type serveFlags struct {
 	retryBase, retryCap, retryDeadline time.Duration
 	breakerThreshold, breakerProbes    int
 	breakerWindow, breakerCooldown     time.Duration
-	exec, allowHosts                   listFlag
+	exec, allowHosts, hostnames        listFlag
 	maxBody                            byteSize
 	shutdownTimeout                    time.Duration
 	logFormat, logLevel                string
@@ -56,6 +56,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.breakerProbes, "breaker-probes", 1, "attempts a half-open breaker lets through")
 	fs.Var(&f.exec, "exec", "register a command for exec jobs as `NAME=PATH` (repeatable)")
 	fs.Var(&f.allowHosts, "allow-host", "allow http jobs to target this `host` (or host:port, *.domain); repeatable; none = any host")
+	fs.Var(&f.hostnames, "hostname", "also answer to requests for this host `name` (besides the --addr host, localhost and loopback IPs; on 0.0.0.0 also any IP and the machine's name); repeatable")
 	f.maxBody = server.DefaultMaxBody
 	fs.Var(&f.maxBody, "max-body", "largest request body (and job payload), e.g. 1MiB")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, how long running attempts may finish")
@@ -154,6 +155,7 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 		},
 		Commands:          cmds,
 		AllowHosts:        f.allowHosts,
+		Hostnames:         f.hostnames,
 		MaxBody:           int64(f.maxBody),
 		Logger:            log,
 		NoDashboard:       !f.dashboard,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/kinds"
@@ -89,18 +90,104 @@ func DecodeJobRequest(data []byte, p Policy) (runlog.JobRequest, error) {
 	return req.Resolve(p)
 }
 
-// decodeStd decodes a job request with encoding/json: unknown fields and
-// data after the object are refused.
+// decodeStd decodes a job request with encoding/json: unknown fields, data
+// after the object and strings encoding/json would alter (checkText) are
+// refused.
 func decodeStd(data []byte, req *JobRequest) error {
+	if err := checkText(data); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req); err != nil {
 		return badRequest("the body is not a valid job request: %v", err)
 	}
-	if dec.More() {
+	if !onlySpace(data[dec.InputOffset():]) {
 		return badRequest("the body has data after the job object; send one JSON object")
 	}
 	return nil
+}
+
+// onlySpace reports whether b holds only JSON white space. (Decoder.More
+// is not the test: it reports false before a stray '}' or ']'.)
+func onlySpace(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkText refuses a body that encoding/json would not decode byte for
+// byte: invalid UTF-8 (outside strings it is a syntax error anyway) and a
+// \u escape of a lone UTF-16 surrogate. encoding/json replaces both with
+// U+FFFD, so two idempotency keys that differ would decode equal and the
+// second job would be taken for the first.
+func checkText(data []byte) error {
+	if !utf8.Valid(data) {
+		return badRequest("the body is not valid UTF-8; JSON strings must be UTF-8 text (encode binary values, e.g. in hex or base64)")
+	}
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 < len(data) && data[i+1] == 'u' {
+				r, ok := hexRune(data[i+2:])
+				switch {
+				case !ok:
+					// encoding/json reports the malformed escape.
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return loneSurrogate(data[i : i+6])
+				case r >= 0xD800 && r <= 0xDBFF:
+					lo, ok := rune(0), i+7 < len(data) && data[i+6] == '\\' && data[i+7] == 'u'
+					if ok {
+						lo, ok = hexRune(data[i+8:])
+					}
+					if !ok || lo < 0xDC00 || lo > 0xDFFF {
+						return loneSurrogate(data[i : i+6])
+					}
+					i += 6 // the pair's low half
+				}
+				i += 4
+			}
+			i++ // the escaped character
+		}
+	}
+	return nil
+}
+
+// hexRune reads the four hexadecimal digits at the start of b.
+func hexRune(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+func loneSurrogate(esc []byte) error {
+	return badRequest("the body has %s, a lone UTF-16 surrogate, in a string; JSON strings must be text (a surrogate escape only as half of a pair)", esc)
 }
 
 // MaxBatch is the most jobs one POST /v1/jobs/batch may carry.
@@ -116,13 +203,11 @@ type BatchRequest struct {
 // wrap ErrBadRequest and name the job's index.
 func DecodeBatchRequest(data []byte, p Policy) ([]runlog.JobRequest, error) {
 	var batch BatchRequest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&batch); err != nil {
-		return nil, badRequest("the body is not a valid batch {\"jobs\": [...]}: %v", err)
-	}
-	if dec.More() {
-		return nil, badRequest("the body has data after the batch object; send one JSON object")
+	if !decodeBatchFast(data, &batch) {
+		batch = BatchRequest{}
+		if err := decodeBatchStd(data, &batch); err != nil {
+			return nil, err
+		}
 	}
 	if len(batch.Jobs) == 0 || len(batch.Jobs) > MaxBatch {
 		return nil, badRequest("a batch has 1 to %d jobs, this one has %d", MaxBatch, len(batch.Jobs))
@@ -136,6 +221,23 @@ func DecodeBatchRequest(data []byte, p Policy) ([]runlog.JobRequest, error) {
 		out[i] = req
 	}
 	return out, nil
+}
+
+// decodeBatchStd decodes a batch with encoding/json, refusing what
+// decodeStd refuses.
+func decodeBatchStd(data []byte, batch *BatchRequest) error {
+	if err := checkText(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(batch); err != nil {
+		return badRequest("the body is not a valid batch {\"jobs\": [...]}: %v", err)
+	}
+	if !onlySpace(data[dec.InputOffset():]) {
+		return badRequest("the body has data after the batch object; send one JSON object")
+	}
+	return nil
 }
 
 // Resolve validates req under p and turns it into the request the runner

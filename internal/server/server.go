@@ -5,9 +5,10 @@
 //
 // Security: the server listens on loopback by default and refuses any other
 // address without a token; with a token every API path but /healthz needs
-// it as a bearer header (the dashboard asks for it at its login page);
-// request bodies and headers are bounded; no request value becomes a
-// filesystem path.
+// it as a bearer header (the dashboard asks for it at its login page); it
+// answers only to its own host names (Config.Hostnames), refuses
+// cross-site writes and API writes that are not JSON; request bodies and
+// headers are bounded; no request value becomes a filesystem path.
 package server
 
 import (
@@ -26,7 +27,6 @@ import (
 	"github.com/runlog/runlog/internal/dashboard"
 	"github.com/runlog/runlog/internal/kinds"
 	"github.com/runlog/runlog/postgres"
-	"github.com/valyala/fasthttp"
 )
 
 // Defaults of Config.
@@ -80,13 +80,20 @@ type Config struct {
 	// ReadHeaderTimeout cuts off a client that has not sent its request
 	// headers in time (slowloris). Defaults to DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
+	// Hostnames are host names (or IPs) the server answers to besides the
+	// host of Addr, localhost and the loopback IPs (and, when Addr is
+	// 0.0.0.0 or ::, any IP and the machine's host name). A request whose
+	// Host is none of them gets 421: a web page that rebinds its own name
+	// to this server's address cannot use it.
+	Hostnames []string
 }
 
 // Server is a running runlog serve: an open runner and an HTTP server.
 type Server struct {
 	runner   *runlog.Runner
 	api      *API
-	http     *fasthttp.Server
+	http     *http.Server
+	handler  http.Handler
 	ln       net.Listener
 	log      *slog.Logger
 	serveErr chan error // receives Serve's result once
@@ -116,6 +123,10 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.ReadHeaderTimeout <= 0 {
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	// Checked before the journal opens: a bad name must not leave a lock.
+	if _, err := newHostSet(cfg.Addr, cfg.Hostnames); err != nil {
+		return nil, err
 	}
 	metrics := NewMetrics()
 	recorder := dashboard.NewRecorder()
@@ -173,6 +184,12 @@ func Start(cfg Config) (*Server, error) {
 		Logger:    cfg.Logger,
 		Limiter:   limiter,
 	})
+	g, err := newGuard(api, cfg.Addr, cfg.Hostnames)
+	if err != nil {
+		_ = ln.Close()
+		_ = runner.Close(context.Background())
+		return nil, err
+	}
 	stopDisk := func() {}
 	if cfg.Postgres == "" {
 		seg := rc.SegmentSize
@@ -188,10 +205,11 @@ func Start(cfg Config) (*Server, error) {
 		api:      api,
 		ln:       ln,
 		log:      cfg.Logger,
-		http:     newHTTPServer(api, cfg),
+		http:     newHTTPServer(g, cfg),
+		handler:  g,
 		serveErr: make(chan error, 1),
 	}
-	go func() { s.serveErr <- s.http.Serve(lingerListener{ln}) }()
+	go func() { s.serveErr <- s.http.Serve(strictListener{ln}) }()
 	cfg.Logger.Info("runlog serving", "addr", s.Addr(), "data", cfg.Dir, "auth", cfg.Token != "",
 		"exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts))
 	return s, nil
@@ -211,8 +229,9 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // Runner returns the server's runner.
 func (s *Server) Runner() *runlog.Runner { return s.runner }
 
-// Handler returns the server's HTTP handler (the API with auth).
-func (s *Server) Handler() http.Handler { return s.api }
+// Handler returns the server's HTTP handler: the API with auth and the
+// dashboard, behind the host, cross-site and content-type checks.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Failed returns a channel that receives the error that stopped the HTTP
 // server if it stops without Shutdown (e.g. the listener broke).
@@ -227,7 +246,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.api.SetAccepting(false)
 		s.log.Info("runlog shutting down")
-		httpErr := s.http.ShutdownWithContext(ctx)
+		httpErr := s.http.Shutdown(ctx)
+		if httpErr != nil {
+			_ = s.http.Close() // requests still running past ctx are cut
+		}
 		runErr := s.runner.Close(ctx)
 		s.stopDisk()
 		if err := s.runner.Err(); err != nil {

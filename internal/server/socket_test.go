@@ -12,11 +12,12 @@ import (
 	"time"
 )
 
-// TestFastEnqueueAnswersAsNetHTTP: POST /v1/jobs on the running server
-// (fasthttp, natively) answers every request as the net/http handler the
-// API tests drive does: the same status, error text and headers, and the
-// same stored effect; chunked bodies are bounded like the others.
-func TestFastEnqueueAnswersAsNetHTTP(t *testing.T) {
+// TestEnqueueOverSocketAnswersAsHandler: POST /v1/jobs on the running
+// server (its listener, limits and connection checks) answers every request
+// as its handler does under httptest: the same status, error text and
+// headers, and the same stored effect; chunked bodies are bounded like the
+// others.
+func TestEnqueueOverSocketAnswersAsHandler(t *testing.T) {
 	const maxBody = 4 << 10
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Token: "tok", MaxBody: maxBody})
 	if err != nil {
