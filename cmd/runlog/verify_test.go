@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/journal"
+)
+
+// enqueueJobs opens dir with cfg, enqueues n jobs due in an hour and closes it.
+func enqueueJobs(t *testing.T, dir string, cfg runlog.Config, n int) {
+	t.Helper()
+	cfg.Handlers = map[string]runlog.Handler{
+		"noop": runlog.Handle(func(context.Context, json.RawMessage) error { return nil }),
+	}
+	r, err := runlog.Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := r.Enqueue(context.Background(), "noop", map[string]int{"i": i}, runlog.RunIn(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func globOne(t *testing.T, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(pattern)
+	if err != nil || len(m) == 0 {
+		t.Fatalf("nothing matches %s (%v)", pattern, err)
+	}
+	sort.Strings(m)
+	return m
+}
+
+func copyDir(t *testing.T, from string) string {
+	t.Helper()
+	to := t.TempDir()
+	names, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		if e.Name() == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return to
+}
+
+// TestJournalVerifyAgreesWithOpen is issue 14 item 11: for each damage an
+// operator or a disk can do to a data directory, `runlog journal verify`
+// says corrupt (exit 3) exactly when opening the directory fails, and
+// otherwise 0 (clean) or 2 (a torn tail that opening repairs).
+func TestJournalVerifyAgreesWithOpen(t *testing.T) {
+	small := runlog.Config{SegmentSize: 4096}
+	// Without a snapshot: several segments, all kept.
+	bare := t.TempDir()
+	enqueueJobs(t, bare, runlog.Config{SegmentSize: 4096, SnapshotBytes: -1}, 100)
+	// With a snapshot: Close snapshots the first 30 jobs and drops their
+	// segments; the next 30 go to segments after it, which the second
+	// Close (snapshots off) keeps.
+	snapped := t.TempDir()
+	enqueueJobs(t, snapped, small, 30)
+	enqueueJobs(t, snapped, runlog.Config{SegmentSize: 4096, SnapshotBytes: -1}, 100)
+	if segs := globOne(t, filepath.Join(snapped, "*.seg")); len(segs) < 2 {
+		t.Fatalf("want several segments after the snapshot, have %v", segs)
+	}
+	// Closed once: a snapshot of everything and one empty segment after it.
+	closed := t.TempDir()
+	enqueueJobs(t, closed, small, 30)
+	if segs := globOne(t, filepath.Join(bare, "*.seg")); len(segs) < 2 {
+		t.Fatalf("want several segments, have %v", segs)
+	}
+
+	flipAt := func(off int64) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			snap := globOne(t, filepath.Join(dir, "snap-*.snap"))[0]
+			b, err := os.ReadFile(snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[off] = 0 // as `printf '\x00' | dd of=SNAP bs=1 seek=OFF conv=notrunc`
+			if off != 60 {
+				b[off] = 'X'
+			}
+			if err := os.WriteFile(snap, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tests := []struct {
+		name   string
+		base   string
+		damage func(t *testing.T, dir string)
+		want   int
+	}{
+		{"clean", snapped, func(*testing.T, string) {}, exitOK},
+		{"clean without snapshot", bare, func(*testing.T, string) {}, exitOK},
+		{"torn tail", snapped, func(t *testing.T, dir string) {
+			segs := globOne(t, filepath.Join(dir, "*.seg"))
+			newest := segs[len(segs)-1]
+			var end int64 = journal.HeaderSize
+			if err := journal.Scan(nil, dir, journal.Options{}, func(pos journal.Position, rec []byte) error {
+				if filepath.Base(newest) == fmt.Sprintf("%020d.seg", pos.Segment) {
+					end = pos.Offset + journal.FrameHeaderSize + int64(len(rec)+7)&^7
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(newest, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			torn := make([]byte, journal.FrameHeaderSize+20)
+			torn[0], torn[4], torn[5] = 100, 0xde, 0xad
+			if _, err := f.WriteAt(torn, end); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}, exitTorn},
+		{"oldest segment deleted, no snapshot", bare, func(t *testing.T, dir string) {
+			os.Remove(globOne(t, filepath.Join(dir, "*.seg"))[0])
+		}, exitCorrupt},
+		{"snapshot deleted", snapped, func(t *testing.T, dir string) {
+			os.Remove(globOne(t, filepath.Join(dir, "snap-*.snap"))[0])
+		}, exitCorrupt},
+		{"snapshot byte 60 zeroed", snapped, flipAt(60), exitCorrupt},
+		{"snapshot magic broken", snapped, flipAt(0), exitCorrupt},
+		{"snapshot truncated", snapped, func(t *testing.T, dir string) {
+			snap := globOne(t, filepath.Join(dir, "snap-*.snap"))[0]
+			fi, err := os.Stat(snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(snap, fi.Size()/2); err != nil {
+				t.Fatal(err)
+			}
+		}, exitCorrupt},
+		{"segment after the snapshot deleted", snapped, func(t *testing.T, dir string) {
+			os.Remove(globOne(t, filepath.Join(dir, "*.seg"))[0])
+		}, exitCorrupt},
+		{"the only segment after the snapshot deleted", closed, func(t *testing.T, dir string) {
+			os.Remove(globOne(t, filepath.Join(dir, "*.seg"))[0])
+		}, exitCorrupt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyDir(t, tt.base)
+			tt.damage(t, dir)
+			var out, errOut bytes.Buffer
+			code := runJournalVerify([]string{dir}, &out, &errOut)
+			if code != tt.want {
+				t.Errorf("verify: exit %d; want %d\n%s%s", code, tt.want, out.String(), errOut.String())
+			}
+			r, err := runlog.Open(dir, runlog.Config{SegmentSize: 4096})
+			if err == nil {
+				r.Close(context.Background())
+			}
+			if opened := err == nil; opened != (code == exitOK || code == exitTorn) {
+				t.Errorf("verify exit %d, but Open: %v", code, err)
+			}
+			if code == exitCorrupt && !strings.Contains(out.String(), "restore") {
+				t.Errorf("verify does not say what to do:\n%s", out.String())
+			}
+			if tt.want == exitCorrupt {
+				t.Logf("verify: %s", out.String())
+			}
+		})
+	}
+}
