@@ -90,7 +90,7 @@ const (
 	// Magic opens every segment.
 	Magic = "RUNLOGJ\x00"
 	// Version is the format version this package writes and reads.
-	Version = 1
+	Version = 2
 	// HeaderSize is the size of a segment header.
 	HeaderSize = 40
 	// FrameHeaderSize is the size of the fixed part of a frame.

@@ -247,4 +247,7 @@ func (j *Journal) rotate() {
 	j.mu.Lock()
 	j.segs = append(j.segs, segment{index: next, firstSeq: j.nextSeq, size: HeaderSize, path: filepath.Join(j.dir, segName(next))})
 	j.mu.Unlock()
+	// The new segment is durably created and every record before it is
+	// durable: the marker may name both (a failure only leaves it behind).
+	_ = j.mark.write(next, j.nextSeq)
 }

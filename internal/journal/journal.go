@@ -42,6 +42,8 @@ type Journal struct {
 	buf       []byte        // frames of the group being built
 	bufRecs   int           // records in buf
 	prep      chan prepared // the next segment being preallocated, or nil
+
+	mark *marker // the marker (see mark.go); nil if it could not be opened
 }
 
 // prepared is a preallocated segment file, or why preparing it failed.
@@ -143,6 +145,14 @@ func open(fsys vfs.FS, dir string, opts Options) (*Journal, error) {
 		nextSeq:   last.firstSeq + last.records,
 	}
 	j.lastSeq.Store(j.nextSeq - 1)
+	// Everything counted is durable now: let the marker say so, so that
+	// losing it later is detected. A marker that cannot be written (say,
+	// the disk is full and MARK does not exist yet) loses nothing; Open
+	// goes on without it.
+	if m, err := openMarker(fsys, dir, rec.mark, rec.hasMark); err == nil {
+		j.mark = m
+		_ = m.write(j.activeIdx, j.nextSeq)
+	}
 	return j, nil
 }
 
@@ -420,6 +430,12 @@ func (j *Journal) Close() error {
 	default:
 	}
 	<-j.loopDone
+	if j.loopErr == nil {
+		// The commit goroutine has stopped; every record it counted is
+		// durable. Best effort, as in rotate.
+		_ = j.mark.write(j.activeIdx, j.nextSeq)
+	}
+	_ = j.mark.close()
 	err := j.active.Close()
 	if lerr := j.lock.Close(); err == nil {
 		err = lerr
