@@ -161,6 +161,29 @@ func TestJournalVerifyAgreesWithOpen(t *testing.T) {
 		{"segment after the snapshot deleted", snapped, func(t *testing.T, dir string) {
 			os.Remove(globOne(t, filepath.Join(dir, "*.seg"))[0])
 		}, exitCorrupt},
+		// Item 12: acknowledged records lost from the newest segment in
+		// ways its format alone reads as a clean end.
+		{"newest segment cut at a record boundary", snapped, func(t *testing.T, dir string) {
+			path, off := newestRecord(t, dir, 5)
+			if err := os.Truncate(path, off); err != nil {
+				t.Fatal(err)
+			}
+		}, exitCorrupt},
+		{"newest records zeroed", snapped, func(t *testing.T, dir string) {
+			path, off := newestRecord(t, dir, 5)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clear(b[off:])
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, exitCorrupt},
+		{"newest segment deleted", snapped, func(t *testing.T, dir string) {
+			segs := globOne(t, filepath.Join(dir, "*.seg"))
+			os.Remove(segs[len(segs)-1])
+		}, exitCorrupt},
 		{"the only segment after the snapshot deleted", closed, func(t *testing.T, dir string) {
 			os.Remove(globOne(t, filepath.Join(dir, "*.seg"))[0])
 		}, exitCorrupt},
@@ -189,4 +212,25 @@ func TestJournalVerifyAgreesWithOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newestRecord returns the newest segment of dir and the offset of its
+// k-th record from the end.
+func newestRecord(t *testing.T, dir string, k int) (string, int64) {
+	t.Helper()
+	segs := globOne(t, filepath.Join(dir, "*.seg"))
+	newest := segs[len(segs)-1]
+	var offs []int64
+	if err := journal.Scan(nil, dir, journal.Options{}, func(pos journal.Position, rec []byte) error {
+		if fmt.Sprintf("%020d.seg", pos.Segment) == filepath.Base(newest) {
+			offs = append(offs, pos.Offset)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(offs) < k {
+		t.Fatalf("the newest segment holds %d records; want %d at least", len(offs), k)
+	}
+	return newest, offs[len(offs)-k]
 }
