@@ -39,7 +39,7 @@ const (
 	markMagic   = "RUNLOGM\x00"
 	markVersion = 1
 	markSlot    = 48
-	markSlotGap = 512 // slots in different sectors
+	markSlotGap = 4096 // slots in different pages and sectors, even 4 KiB ones
 )
 
 // mark is what one marker slot says: records before nextSeq were durable,
@@ -101,24 +101,31 @@ func readMark(fsys vfs.FS, dir string) (mark, bool, error) {
 	return mark{}, false, nil
 }
 
-// checkMark returns the damage a journal whose newest segment is newest
-// (nil if there is none) and whose next record would be nextSeq shows
-// against the marker m, or nil.
-func checkMark(dir string, m mark, newest *segment, nextSeq uint64) error {
-	if newest == nil || newest.index < m.index {
-		have := "there is no segment"
-		if newest != nil {
-			have = "the newest segment is " + filepath.Base(newest.path)
-		}
-		return &CorruptError{File: filepath.Join(dir, segName(m.index)), Reason: fmt.Sprintf(
-			"segment file is missing: %s says it existed, holding records up to %d, but %s (was it deleted?)", markName, m.nextSeq-1, have)}
+// checkMarkSegment returns the damage a journal whose newest segment is
+// newest (0: none) shows against the marker m: a newest segment older than
+// the one m names was deleted.
+func checkMarkSegment(dir string, m mark, newest uint64) error {
+	if newest >= m.index {
+		return nil
 	}
-	if nextSeq < m.nextSeq {
-		return &CorruptError{File: newest.path, Offset: newest.size, Reason: fmt.Sprintf(
-			"the journal ends at record %d, but %s says records up to %d were durable: records %d to %d were cut off or zeroed after they were written (a crash cannot do this)",
-			nextSeq-1, markName, m.nextSeq-1, nextSeq, m.nextSeq-1)}
+	have := "there is no segment"
+	if newest > 0 {
+		have = "the newest segment is " + segName(newest)
 	}
-	return nil
+	return &CorruptError{File: filepath.Join(dir, segName(m.index)), Reason: fmt.Sprintf(
+		"segment file is missing: %s says it existed, with records up to %d before it or in it, but %s (was it deleted?)", markName, m.nextSeq-1, have)}
+}
+
+// checkMarkRecords returns the damage the newest segment shows against
+// the marker m: records m says were durable are not there.
+func checkMarkRecords(m mark, newest segment) error {
+	nextSeq := newest.firstSeq + newest.records
+	if nextSeq >= m.nextSeq {
+		return nil
+	}
+	return &CorruptError{File: newest.path, Offset: newest.size, Reason: fmt.Sprintf(
+		"the journal ends at record %d, but %s says records up to %d were durable: records %d to %d were cut off or zeroed after they were written",
+		nextSeq-1, markName, m.nextSeq-1, nextSeq, m.nextSeq-1)}
 }
 
 // marker writes the marker of an open journal. Its methods are safe for
@@ -155,6 +162,7 @@ func openMarker(fsys vfs.FS, dir string, cur mark, have bool) (*marker, error) {
 	}
 	if err != nil {
 		f.Close()
+		_ = fsys.Remove(path) // no valid slot in it: the next Open starts over
 		return nil, fmt.Errorf("journal: create marker %s: %w", path, err)
 	}
 	return &marker{f: f}, nil

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -18,19 +19,20 @@ func TestAcknowledgedLossIsDetected(t *testing.T) {
 		segSize    int64
 		noPrealloc bool
 		kill       bool // stop without Close: the marker is as Open and the rotations left it
+		rotate     bool // Rotate after the records, as a checkpoint at Close does
 	}
 	tests := []struct {
 		name   string
 		b      build
 		damage func(t *testing.T, m *vfs.Mem, pos []Position) (file string, offset int64)
 	}{
-		{"newest segment cut at a record boundary after Close", build{1 << 20, true, false}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
+		{"newest segment cut at a record boundary after Close", build{1 << 20, true, false, false}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
 			return cutAt(t, m, pos[len(pos)-5])
 		}},
-		{"preallocated newest segment cut at a record boundary after a kill", build{1 << 16, false, true}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
+		{"preallocated newest segment cut at a record boundary after a kill", build{1 << 16, false, true, false}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
 			return cutAt(t, m, pos[len(pos)-5])
 		}},
-		{"newest records zeroed after Close", build{1 << 16, false, false}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
+		{"newest records zeroed after Close", build{1 << 16, false, false, false}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
 			p := pos[len(pos)-5]
 			path := segPath("j", p.Segment)
 			data, _ := m.ReadFile(path)
@@ -38,14 +40,23 @@ func TestAcknowledgedLossIsDetected(t *testing.T) {
 			m.WriteFile(path, data)
 			return path, p.Offset
 		}},
-		{"newest segment deleted after a kill", build{400, true, true}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
+		{"newest segment deleted after a kill", build{400, true, true, false}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
 			path := segPath("j", pos[len(pos)-1].Segment)
 			if err := m.Remove(path); err != nil {
 				t.Fatal(err)
 			}
 			return path, 0
 		}},
-		{"only segment deleted after Close", build{1 << 20, true, false}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
+		{"newest segment deleted after Rotate and Close, preallocated", build{1 << 16, false, false, true}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
+			// The segment before it was sealed short by the Rotate: the
+			// missing file is what is reported, not that one's size.
+			path := segPath("j", pos[len(pos)-1].Segment+1)
+			if err := m.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			return path, 0
+		}},
+		{"only segment deleted after Close", build{1 << 20, true, false, false}, func(t *testing.T, m *vfs.Mem, pos []Position) (string, int64) {
 			path := segPath("j", 1)
 			if err := m.Remove(path); err != nil {
 				t.Fatal(err)
@@ -59,6 +70,11 @@ func TestAcknowledgedLossIsDetected(t *testing.T) {
 			opts := Options{SegmentSize: tt.b.segSize, NoPreallocate: tt.b.noPrealloc}
 			j := mustOpen(t, m, "j", opts)
 			pos := writeRecords(t, j, 40)
+			if tt.b.rotate {
+				if _, err := j.Rotate(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if tt.b.kill {
 				killed := m.CrashClone(nil)
 				mustClose(t, j)
@@ -138,5 +154,47 @@ func TestMarkerSurvivesTornWrites(t *testing.T) {
 		if got, ok, _ := readMark(c2, "j"); !ok || got.nextSeq != 21 {
 			t.Fatalf("%s: after Open and Close the marker is %+v %v", c.name, got, ok)
 		}
+	}
+}
+
+// TestTornGroupPastPreallocatedSize: a torn last group that had grown the
+// newest segment past its preallocated size is cut without making the file
+// shorter than that size, so the next Open does not take the repair for a
+// cut file.
+func TestTornGroupPastPreallocatedSize(t *testing.T) {
+	m := vfs.NewMem()
+	opts := Options{SegmentSize: 4096, MaxRecordSize: 1 << 16}
+	j := mustOpen(t, m, "j", opts)
+	if _, err := j.Append(make([]byte, 3000)); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte{7}, 3000) // starts below 4096, ends past it
+	p, err := j.Append(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := m.CrashClone(nil)
+	mustClose(t, j)
+	path := segPath("j", p.Segment)
+	data, _ := killed.ReadFile(path)
+	if p.Segment != 1 || int64(len(data)) <= opts.SegmentSize {
+		t.Fatalf("the second record is in segment %d, which is %d bytes; want segment 1 grown past %d", p.Segment, len(data), opts.SegmentSize)
+	}
+	data[len(data)-100] ^= 1 // the last group, torn by the kill
+	killed.WriteFile(path, data)
+	// The marker names only what Open found, so this is a torn tail.
+	opts.FS = killed
+	for round := range 2 {
+		j, err := Open("j", opts)
+		if err != nil {
+			t.Fatalf("Open %d: %v", round+1, err)
+		}
+		if n := len(readAll(t, j)); n != 1 {
+			t.Fatalf("Open %d: %d records; want 1", round+1, n)
+		}
+		mustClose(t, j)
+	}
+	if after, _ := killed.ReadFile(path); int64(len(after)) != opts.SegmentSize {
+		t.Fatalf("after the repair the segment is %d bytes; want its preallocated %d", len(after), opts.SegmentSize)
 	}
 }

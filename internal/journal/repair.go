@@ -51,6 +51,18 @@ func recoverDir(fsys vfs.FS, dir string, maxRec int, repair bool, fn func(Positi
 	if rec.mark, rec.hasMark, err = readMark(fsys, dir); err != nil {
 		return rec, err
 	}
+	if rec.hasMark {
+		// First, so that the segment before a deleted newest one, shorter
+		// than its preallocated size after an explicit Rotate, is not
+		// blamed instead.
+		var newest uint64
+		if len(indexes) > 0 {
+			newest = indexes[len(indexes)-1]
+		}
+		if err := checkMarkSegment(dir, rec.mark, newest); err != nil {
+			return rec, err
+		}
+	}
 	for i, idx := range indexes {
 		path := filepath.Join(dir, segName(idx))
 		if i > 0 && idx != indexes[i-1]+1 {
@@ -79,14 +91,8 @@ func recoverDir(fsys vfs.FS, dir string, maxRec int, repair bool, fn func(Positi
 		}
 		rec.segs = append(rec.segs, seg)
 	}
-	if rec.hasMark {
-		var newest *segment
-		nextSeq := uint64(1)
-		if n := len(rec.segs); n > 0 {
-			newest = &rec.segs[n-1]
-			nextSeq = newest.firstSeq + newest.records
-		}
-		if err := checkMark(dir, rec.mark, newest, nextSeq); err != nil {
+	if rec.hasMark && len(rec.segs) > 0 {
+		if err := checkMarkRecords(rec.mark, rec.segs[len(rec.segs)-1]); err != nil {
 			return rec, err
 		}
 	}
@@ -177,11 +183,15 @@ func cutTail(fsys vfs.FS, dir string, seg segment, torn *TornTail) error {
 		// Preallocated zeros follow the torn bytes, or the file must keep
 		// the size its header says it was preallocated to: zero the torn
 		// bytes instead of truncating, so the segment stays preallocated
-		// (and is not mistaken for a cut one), and trim only what lies
-		// beyond both.
-		err = writeZeros(f, torn.Offset, min(torn.saveEnd, max(size, seg.prealloc)))
-		if keep := max(torn.Offset, seg.prealloc); err == nil && torn.saveEnd == size && keep < size {
-			err = f.Truncate(keep)
+		// (and is not mistaken for a cut one), and trim only torn bytes
+		// beyond that size.
+		end := size // the file's size after the repair
+		if torn.saveEnd == size {
+			end = max(torn.Offset, seg.prealloc)
+		}
+		err = writeZeros(f, torn.Offset, min(torn.saveEnd, end))
+		if err == nil && end < size {
+			err = f.Truncate(end)
 		}
 	} else {
 		err = f.Truncate(torn.Offset)
