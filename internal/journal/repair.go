@@ -43,14 +43,18 @@ type recovery struct {
 // bytes to <segment>.broken).
 func recoverDir(fsys vfs.FS, dir string, maxRec int, repair bool, fn func(Position, []byte) error) (recovery, error) {
 	var rec recovery
+	// The marker first: everything it names was durable before it was
+	// written, so it is all there when the segments are listed and read
+	// after it, even by a Verify that runs beside a writer.
+	var err error
+	if rec.mark, rec.hasMark, err = readMark(fsys, dir); err != nil {
+		return rec, err
+	}
 	indexes, tmps, err := listSegments(fsys, dir)
 	if err != nil {
 		return rec, err
 	}
 	rec.tmps = tmps
-	if rec.mark, rec.hasMark, err = readMark(fsys, dir); err != nil {
-		return rec, err
-	}
 	if rec.hasMark {
 		// First, so that the segment before a deleted newest one, shorter
 		// than its preallocated size after an explicit Rotate, is not

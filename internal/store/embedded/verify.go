@@ -1,7 +1,9 @@
 package embedded
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/snapshot"
@@ -58,10 +60,45 @@ type VerifyReport struct {
 // journal.ErrCorrupt (a *journal.CorruptError when it is in one segment
 // file) that says what to do. Verify needs about the memory Open needs,
 // since it rebuilds the state.
+//
+// Verify takes no lock, so it can run beside a server; a rotation, snapshot
+// or drop between its reads can make a healthy directory look damaged (a
+// segment trimmed as it is sealed, a snapshot removed as a newer one
+// replaces it), so damage found while the directory's segment or snapshot
+// files changed under it is checked again, up to three times in all.
 func Verify(fsys vfs.FS, dir string, opts Options) (VerifyReport, error) {
 	if fsys == nil {
 		fsys = vfs.OS{}
 	}
+	for try := 1; ; try++ {
+		before := fileNames(fsys, dir)
+		rep, err := verifyOnce(fsys, dir, opts)
+		if err == nil || !errors.Is(err, journal.ErrCorrupt) || try == 3 || fileNames(fsys, dir) == before {
+			return rep, err
+		}
+	}
+}
+
+// fileNames lists the segment and snapshot files of dir, the files a
+// running server creates and removes, as one string ("" if dir cannot be
+// listed).
+func fileNames(fsys vfs.FS, dir string) string {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, n := range names {
+		if strings.HasSuffix(n, ".seg") || strings.HasSuffix(n, ".snap") {
+			b.WriteString(n)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// verifyOnce is one pass of Verify.
+func verifyOnce(fsys vfs.FS, dir string, opts Options) (VerifyReport, error) {
 	jopts := opts.Journal
 	jopts.FS = fsys
 	var rep VerifyReport

@@ -72,3 +72,48 @@ func TestVersion1DirectoryOpens(t *testing.T) {
 		t.Fatalf("after reopening: %+v; want 101 jobs", st.Counts)
 	}
 }
+
+// hookFS calls hook before each Open.
+type hookFS struct {
+	vfs.FS
+	hook func(name string)
+}
+
+func (h hookFS) Open(name string) (vfs.File, error) {
+	h.hook(name)
+	return h.FS.Open(name)
+}
+
+// TestVerifyBesideAWriter: a rotation between Verify's listing of the
+// segments and its reading of the newest one trims that segment below its
+// preallocated size as it seals it; Verify must not call that damage.
+func TestVerifyBesideAWriter(t *testing.T) {
+	m := vfs.NewMem()
+	j, err := journal.Open("d", journal.Options{FS: m, SegmentSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for range 5 {
+		if _, err := j.Append(state.Encode(nil, &state.Op{Kind: state.OpEnqueue, ID: j.LastSeq() + 1, At: 1, Spec: &state.Spec{Kind: "noop"}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newest := j.Segments()[0].Path
+	rotated := false
+	fsys := hookFS{FS: m, hook: func(name string) {
+		if name == newest && !rotated {
+			rotated = true
+			if _, err := j.Rotate(); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	rep, err := Verify(fsys, "d", Options{State: state.Config{Circuit: testCircuit}})
+	if !rotated {
+		t.Fatal("the hook never rotated")
+	}
+	if err != nil || rep.Jobs != 5 {
+		t.Fatalf("Verify beside a rotation: %+v, %v; want 5 jobs and no error", rep, err)
+	}
+}
