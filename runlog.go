@@ -127,6 +127,9 @@ func Open(dir string, cfg Config) (*Runner, error) {
 	jopts := journal.Options{
 		SegmentSize:   cfg.SegmentSize,
 		MaxRecordSize: cfg.MaxPayload + 64<<10,
+		// Records older than a second are then named by the journal's
+		// marker, so cutting or zeroing them later is detected on open.
+		MarkEvery: time.Second,
 	}
 	if obs := cfg.Observer; obs != nil {
 		jopts.OnSync = func(si journal.SyncInfo) {

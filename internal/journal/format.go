@@ -87,8 +87,9 @@
 // newest segment shorter than the prealloc size its header records was cut
 // (sealing trims only older segments, and the torn-tail repair keeps that
 // size). A crash cannot cause either: the marker names only records and
-// segments already durable. Records appended after the last marker, then
-// zeroed (or cut from a segment that is not preallocated), stay undetectable.
+// segments already durable. Records appended after the last marker (see
+// Options.MarkEvery), then zeroed (or cut from a segment that is not
+// preallocated), stay undetectable.
 package journal
 
 import (
@@ -106,7 +107,8 @@ import (
 const (
 	// Magic opens every segment.
 	Magic = "RUNLOGJ\x00"
-	// Version is the format version this package writes and reads.
+	// Version is the format version this package writes; it reads it and
+	// version 1 (the same layout without the preallocated size).
 	Version = 2
 	// HeaderSize is the size of a segment header.
 	HeaderSize = 40
@@ -201,6 +203,15 @@ type Options struct {
 	// OnSync, if set, is called by the commit goroutine after each
 	// successful group commit (for metrics). It must not block.
 	OnSync func(SyncInfo)
+	// MarkEvery, if positive, also rewrites the marker (MARK: how far the
+	// journal has durably reached) while records are being appended, at
+	// most once per MarkEvery and within MarkEvery of the last append, from
+	// a goroutine of its own: each costs one fdatasync of the small MARK
+	// file, never one of the segment, and an idle journal costs nothing.
+	// Records the marker names are detected if they are later cut off or
+	// zeroed; with 0 it is written only at Open, at each rotation and at
+	// Close.
+	MarkEvery time.Duration
 }
 
 // SyncInfo describes one group commit: how many records and bytes one

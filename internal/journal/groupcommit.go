@@ -136,6 +136,7 @@ func (j *Journal) flush(group []*request) {
 			if j.opts.OnSync != nil {
 				j.opts.OnSync(SyncInfo{Records: j.bufRecs, Bytes: len(j.buf), Duration: time.Since(start)})
 			}
+			j.kickMarker()
 		}
 	}
 	failErr := j.failed()

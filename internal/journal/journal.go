@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/runlog/runlog/internal/vfs"
 )
@@ -44,6 +45,9 @@ type Journal struct {
 	prep      chan prepared // the next segment being preallocated, or nil
 
 	mark *marker // the marker (see mark.go); nil if it could not be opened
+	// markKick, markStop and markDone drive markLoop (Options.MarkEvery);
+	// nil without it.
+	markKick, markStop, markDone chan struct{}
 }
 
 // prepared is a preallocated segment file, or why preparing it failed.
@@ -81,8 +85,56 @@ func Open(dir string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	j.lock = lock
+	if opts.MarkEvery > 0 && j.mark != nil {
+		j.markKick, j.markStop, j.markDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go j.markLoop(opts.MarkEvery)
+	}
 	go j.run()
 	return j, nil
+}
+
+// kickMarker tells markLoop, if it runs, that records were made durable.
+// Called by the commit goroutine; it never blocks.
+func (j *Journal) kickMarker() {
+	if j.markKick != nil {
+		select {
+		case j.markKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// markLoop rewrites the marker, after group commits, at most once per
+// every and within every of the last one (Options.MarkEvery). It waits for
+// a kick rather than polling. What it writes is true whenever it reads it:
+// the newest segment in j.segs was durably created before it was added,
+// and LastSeq counts only synced records.
+func (j *Journal) markLoop(every time.Duration) {
+	defer close(j.markDone)
+	last := time.Now()
+	for {
+		select {
+		case <-j.markStop:
+			return
+		case <-j.markKick:
+		}
+		if wait := every - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-j.markStop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		j.mu.Lock()
+		idx, failed := j.segs[len(j.segs)-1].index, j.failErr != nil
+		j.mu.Unlock()
+		if !failed {
+			_ = j.mark.write(idx, j.lastSeq.Load()+1) // best effort, as in rotate
+		}
+		last = time.Now()
+	}
 }
 
 // ensureDir creates dir if it does not exist and makes its entry durable.
@@ -430,6 +482,10 @@ func (j *Journal) Close() error {
 	default:
 	}
 	<-j.loopDone
+	if j.markStop != nil {
+		close(j.markStop)
+		<-j.markDone
+	}
 	if j.loopErr == nil {
 		// The commit goroutine has stopped; every record it counted is
 		// durable. Best effort, as in rotate.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runlog/runlog/internal/vfs"
 )
@@ -196,5 +197,51 @@ func TestTornGroupPastPreallocatedSize(t *testing.T) {
 	}
 	if after, _ := killed.ReadFile(path); int64(len(after)) != opts.SegmentSize {
 		t.Fatalf("after the repair the segment is %d bytes; want its preallocated %d", len(after), opts.SegmentSize)
+	}
+}
+
+// TestMarkEvery: with Options.MarkEvery the marker follows the appends
+// without a Close or a rotation, so records zeroed after a kill are
+// detected; without it, the same damage after the last marker cannot be
+// told from a clean end (the documented limit).
+func TestMarkEvery(t *testing.T) {
+	for _, every := range []time.Duration{0, 10 * time.Millisecond} {
+		m := vfs.NewMem()
+		opts := Options{SegmentSize: 1 << 16, MarkEvery: every}
+		j := mustOpen(t, m, "j", opts)
+		pos := writeRecords(t, j, 30)
+		if every > 0 {
+			// Wait for the marker to name the last record (an event, polled).
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if cur, ok, _ := readMark(m, "j"); ok && cur.nextSeq == 31 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("MarkEvery %v: the marker never named record 30", every)
+				}
+				time.Sleep(every)
+			}
+		}
+		killed := m.CrashClone(nil)
+		mustClose(t, j)
+		p := pos[25]
+		path := segPath("j", p.Segment)
+		data, _ := killed.ReadFile(path)
+		clear(data[p.Offset:])
+		killed.WriteFile(path, data)
+		opts.FS = killed
+		j2, err := Open("j", opts)
+		if every == 0 {
+			if err != nil {
+				t.Fatalf("MarkEvery 0: %v; want the loss after the last marker to go unseen", err)
+			}
+			if n := len(readAll(t, j2)); n != 25 {
+				t.Fatalf("MarkEvery 0: %d records", n)
+			}
+			mustClose(t, j2)
+			continue
+		}
+		wantCorrupt(t, err, path, p.Offset)
 	}
 }
