@@ -25,10 +25,11 @@ type Report struct {
 	Torn *TornTail
 }
 
-// Verify checks the journal in dir without locking it or changing anything:
-// every frame of every segment, the sequence numbers across segments, and
-// whether the newest segment ends in a torn write (reported in Torn, not an
-// error). Damage Open would refuse is an error wrapping ErrCorrupt (a
+// Verify checks the journal in dir without locking it or changing anything,
+// with the function Open uses: every frame of every segment, the sequence
+// numbers across segments, the newest segment against its preallocated
+// size and the journal against its marker (MARK), and whether the newest
+// segment ends in a torn write (reported in Torn, not an error). Damage Open would refuse is an error wrapping ErrCorrupt (a
 // *CorruptError with the file and offset). A directory without segments
 // gives an empty Report.
 func Verify(fsys vfs.FS, dir string, opts Options) (Report, error) {
