@@ -14,6 +14,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/server"
 )
 
 // enqueueJobs opens dir with cfg, enqueues n jobs due in an hour and closes it.
@@ -233,4 +234,82 @@ func newestRecord(t *testing.T, dir string, k int) (string, int64) {
 		t.Fatalf("the newest segment holds %d records; want %d at least", len(offs), k)
 	}
 	return newest, offs[len(offs)-k]
+}
+
+// TestServeZeroedRecordsAfterKill is issue 14 item 12 through the server:
+// jobs enqueued and cancelled, the server killed, then the newest segment's
+// records zeroed (what a disk or an operator, never a crash, does).
+// Once the marker names them (within a second of the appends), verify
+// says corrupt and opening the directory refuses, naming the file.
+func TestServeZeroedRecordsAfterKill(t *testing.T) {
+	dir := t.TempDir()
+	p := startServe(t, dir)
+	c := p.client()
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	var ids []uint64
+	for i := range 70 {
+		created, err := c.Enqueue(ctx, server.JobRequest{Kind: "http", URL: "http://127.0.0.1:9/x", Key: fmt.Sprintf("z-%d", i), RunAt: later})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, created.ID)
+	}
+	for _, id := range ids[:5] {
+		if _, err := c.Cancel(ctx, id, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// zeroNewest zeroes every record of the newest segment of d and
+	// returns that file.
+	zeroNewest := func(d string) string {
+		path, _ := newestRecord(t, d, 1)
+		var first int64 = -1
+		if err := journal.Scan(nil, d, journal.Options{}, func(pos journal.Position, rec []byte) error {
+			if fmt.Sprintf("%020d.seg", pos.Segment) == filepath.Base(path) && first < 0 {
+				first = pos.Offset
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(b[first:])
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	// Wait (polling the property itself, on copies) until the marker
+	// names the records.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cp := copyDir(t, dir)
+		zeroNewest(cp)
+		var out, errOut bytes.Buffer
+		if runJournalVerify([]string{cp}, &out, &errOut) == exitCorrupt {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the zeroed records were never detected:\n%s%s", out.String(), errOut.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.kill()
+	path := zeroNewest(dir)
+	code, out, errOut := runCLI(t, nil, "journal", "verify", dir)
+	if code != exitCorrupt || !strings.Contains(out, "file: "+path) || !strings.Contains(out, "MARK") {
+		t.Fatalf("verify after zeroing: exit %d; want %d naming %s\n%s%s", code, exitCorrupt, path, out, errOut)
+	}
+	r, err := runlog.Open(dir, runlog.Config{})
+	if err == nil {
+		r.Close(ctx)
+		t.Fatal("Open accepted a directory whose acknowledged records were zeroed")
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "runlog journal verify "+dir) {
+		t.Fatalf("Open's refusal does not name the file and the verify command: %v", err)
+	}
 }
