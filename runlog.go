@@ -150,6 +150,9 @@ func openFS(dir string, cfg Config, fsys vfs.FS) (*Runner, error) {
 		OnWarning: func(err error) {
 			cfg.Logger.Warn("runlog: the journal goes on, but free disk space now", "err", err)
 		},
+		// Records older than a second are then named by the journal's
+		// marker, so cutting or zeroing them later is detected on open.
+		MarkEvery: time.Second,
 	}
 	if obs := cfg.Observer; obs != nil {
 		jopts.OnSync = func(si journal.SyncInfo) {

@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/snapshot"
 	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store/embedded"
 	"github.com/runlog/runlog/internal/vfs"
+	"github.com/runlog/runlog/retry"
 )
 
 func runJournal(args []string, stdout, stderr io.Writer) int {
@@ -48,32 +51,43 @@ func journalDir(name string, args []string, stderr io.Writer) (string, int, bool
 	return pos[0], exitOK, true
 }
 
-// runJournalVerify checks a journal without changing it. Exit 0: clean;
-// 2: a torn tail that opening the journal repairs; 3: corruption (the file
-// and offset are printed); 1: the directory could not be read.
+// runJournalVerify checks a data directory as opening it does (the same
+// check: embedded.Verify), without changing it. Exit 0: clean; 2: a torn
+// tail that opening the directory repairs; 3: damage that opening refuses
+// (what is wrong and what to do are printed); 1: the directory could not
+// be read.
 func runJournalVerify(args []string, stdout, stderr io.Writer) int {
 	dir, code, ok := journalDir("verify", args, stderr)
 	if !ok {
 		return code
 	}
-	rep, err := journal.Verify(vfs.OS{}, dir, journal.Options{})
+	rep, err := embedded.Verify(vfs.OS{}, dir, embedded.Options{State: state.Config{Circuit: retry.DefaultCircuit()}})
 	switch {
-	case errors.Is(err, journal.ErrCorrupt):
+	case errors.Is(err, journal.ErrCorrupt) || errors.Is(err, snapshot.ErrCorrupt):
 		fmt.Fprintf(stdout, "corrupt: %v\n", err)
 		var ce *journal.CorruptError
 		if errors.As(err, &ce) {
 			fmt.Fprintf(stdout, "file: %s\noffset: %d\n", ce.File, ce.Offset)
 		}
+		fmt.Fprintln(stdout, "the server refuses to open this directory: restore it from a backup (or move the damaged files aside knowing the jobs they held are lost)")
 		return exitCorrupt
 	case err != nil:
 		fmt.Fprintf(stderr, "runlog journal verify: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "segments: %d\nrecords: %d\n", rep.Segments, rep.Records)
-	if rep.Records > 0 {
-		fmt.Fprintf(stdout, "seq: %d..%d\n", rep.FirstSeq, rep.LastSeq)
+	j := rep.Journal
+	fmt.Fprintf(stdout, "segments: %d\nrecords: %d\n", j.Segments, j.Records)
+	if j.Records > 0 {
+		fmt.Fprintf(stdout, "seq: %d..%d\n", j.FirstSeq, j.LastSeq)
 	}
-	if t := rep.Torn; t != nil {
+	if rep.Snapshot.Path != "" {
+		fmt.Fprintf(stdout, "snapshot: %s (covers records up to %d)\n", rep.Snapshot.Path, rep.Snapshot.Seq)
+	}
+	fmt.Fprintf(stdout, "jobs: %d\n", rep.Jobs)
+	for _, d := range rep.Damaged {
+		fmt.Fprintf(stdout, "warning: damaged snapshot not used (an older state plus the journal is used instead, so nothing is lost): %v\n", d)
+	}
+	if t := j.Torn; t != nil {
 		fmt.Fprintf(stdout, "torn tail: %s at offset %d: %d bytes of an unfinished write (%s)\n", t.File, t.Offset, t.Bytes, t.Reason)
 		fmt.Fprintln(stdout, "repairable: opening the journal (runlog serve, or runlog.Open) cuts these bytes off, keeping a .broken copy; no acknowledged record is lost")
 		return exitTorn

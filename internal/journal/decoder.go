@@ -10,22 +10,31 @@ import (
 
 // segHeader is a decoded segment header.
 type segHeader struct {
+	version  uint32
 	index    uint64
 	firstSeq uint64
+	// prealloc is the size the file was zero-filled to before it was
+	// published, 0 if it was not preallocated or the header is version 1,
+	// which does not say.
+	prealloc int64
 }
 
-// decodeHeader decodes a segment header from b (at least HeaderSize bytes).
-// A non-empty reason says why the header is invalid.
+// decodeHeader decodes a segment header from b (at least HeaderSize bytes)
+// of version 1 or 2. A non-empty reason says why the header is invalid.
 func decodeHeader(b []byte) (h segHeader, reason string) {
+	h.version = binary.LittleEndian.Uint32(b[8:12])
 	switch {
 	case string(b[0:8]) != Magic:
 		return h, fmt.Sprintf("bad magic %q (not a runlog journal segment)", b[0:8])
 	case binary.LittleEndian.Uint32(b[32:36]) != crc32.Checksum(b[0:32], crcTable):
 		return h, "segment header checksum mismatch"
-	case binary.LittleEndian.Uint32(b[8:12]) != Version:
-		return h, fmt.Sprintf("format version %d; this build reads version %d", binary.LittleEndian.Uint32(b[8:12]), Version)
-	case binary.LittleEndian.Uint32(b[12:16]) != 0 || binary.LittleEndian.Uint32(b[36:40]) != 0:
+	case h.version != 1 && h.version != Version:
+		return h, fmt.Sprintf("format version %d; this build reads versions 1 to %d (was the directory written by a newer runlog?)", h.version, Version)
+	case h.version == 1 && binary.LittleEndian.Uint32(b[12:16]) != 0, binary.LittleEndian.Uint32(b[36:40]) != 0:
 		return h, "reserved header bytes are not zero"
+	}
+	if h.version >= 2 {
+		h.prealloc = int64(binary.LittleEndian.Uint32(b[12:16]))
 	}
 	h.index = binary.LittleEndian.Uint64(b[16:24])
 	h.firstSeq = binary.LittleEndian.Uint64(b[24:32])

@@ -3,15 +3,27 @@ package journal
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 )
 
 // appendHeader appends the header of segment index, whose first record has
-// sequence number firstSeq, to dst.
+// sequence number firstSeq, to dst, for a segment that is not preallocated.
 func appendHeader(dst []byte, index, firstSeq uint64) []byte {
+	return appendHeaderSized(dst, index, firstSeq, 0)
+}
+
+// appendHeaderSized appends the header of segment index, whose first record
+// has sequence number firstSeq and whose file was zero-filled to prealloc
+// bytes before it was published (0: not preallocated; sizes that do not
+// fit the 32-bit field are recorded as 0), to dst.
+func appendHeaderSized(dst []byte, index, firstSeq uint64, prealloc int64) []byte {
+	if prealloc < HeaderSize || prealloc > math.MaxUint32 {
+		prealloc = 0
+	}
 	start := len(dst)
 	dst = append(dst, Magic...)
 	dst = binary.LittleEndian.AppendUint32(dst, Version)
-	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(prealloc))
 	dst = binary.LittleEndian.AppendUint64(dst, index)
 	dst = binary.LittleEndian.AppendUint64(dst, firstSeq)
 	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:start+32], crcTable))

@@ -10,11 +10,12 @@
 // index, 00000000000000000001.seg, 00000000000000000002.seg, ...; only the
 // highest one (the active segment) is written to. Other files may live in
 // the same directory and are ignored: LOCK (the flock that keeps a second
-// process out), *.snap (snapshots), *.seg.tmp (a segment being created; a
-// leftover one is removed on open) and *.seg.broken (a copy of bytes cut off
-// a torn tail by Open).
+// process out), MARK (the marker, see mark.go: how far the journal had
+// durably reached at the last Open, rotation or Close), *.snap (snapshots),
+// *.seg.tmp (a segment being created; a leftover one is removed on open)
+// and *.seg.broken (a copy of bytes cut off a torn tail by Open).
 //
-// # Segment format (version 1)
+// # Segment format (version 2)
 //
 // All integers are little-endian. A segment is a 40-byte header followed by
 // frames, each a multiple of 8 bytes long, so every frame starts 8-aligned,
@@ -23,11 +24,14 @@
 //
 //	segment header (40 bytes)
 //	+---------+---------+----------+---------------+-----------------+---------+----------+
-//	| magic   | version | reserved | segment index | first sequence  | crc32c  | reserved |
-//	| 8 bytes | u32 = 1 | u32 = 0  | u64           | number u64      | u32     | u32 = 0  |
+//	| magic   | version | prealloc | segment index | first sequence  | crc32c  | reserved |
+//	| 8 bytes | u32 = 2 | u32      | u64           | number u64      | u32     | u32 = 0  |
 //	+---------+---------+----------+---------------+-----------------+---------+----------+
 //	 0         8         12         16              24                32        36       40
-//	magic is "RUNLOGJ\x00"; crc32c covers bytes 0..32.
+//	magic is "RUNLOGJ\x00"; crc32c covers bytes 0..32; prealloc is the size
+//	the file was zero-filled and synced to before it was published (0: not
+//	preallocated). Version 1 has the same layout with prealloc reserved
+//	(zero); it is still read.
 //
 //	frame (16 + length + pad bytes)
 //	+--------+--------+----------------+---------------------+-------------+
@@ -70,15 +74,29 @@
 // is corruption. Sequence numbers must continue from one segment to the
 // next and no segment may be missing in between. A record is never skipped.
 //
-// The one case the format cannot decide is damage, after its fdatasync
+// The one case the frames cannot decide is damage, after its fdatasync
 // returned, to the newest group commit of the newest segment: it looks like a
-// torn write and is truncated. Every earlier record is protected.
+// torn write and is truncated, unless the marker names it. Every earlier
+// record is protected.
+//
+// # Cut, zeroed or deleted records
+//
+// A newest segment cut at a record boundary, its last records zeroed, or the
+// file deleted read like a clean end. Open (and Verify) refuse them when the
+// marker names more than is there: a newer segment or later records. And a
+// newest segment shorter than the prealloc size its header records was cut
+// (sealing trims only older segments, and the torn-tail repair keeps that
+// size). A crash cannot cause either: the marker names only records and
+// segments already durable. Records appended after the last marker (see
+// Options.MarkEvery), then zeroed (or cut from a segment that is not
+// preallocated), stay undetectable.
 package journal
 
 import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"time"
 
 	"github.com/runlog/runlog/internal/vfs"
@@ -89,8 +107,9 @@ import (
 const (
 	// Magic opens every segment.
 	Magic = "RUNLOGJ\x00"
-	// Version is the format version this package writes and reads.
-	Version = 1
+	// Version is the format version this package writes; it reads it and
+	// version 1 (the same layout without the preallocated size).
+	Version = 2
 	// HeaderSize is the size of a segment header.
 	HeaderSize = 40
 	// FrameHeaderSize is the size of the fixed part of a frame.
@@ -157,8 +176,8 @@ type CorruptError struct {
 
 // Error describes the damage and what to do.
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("journal: corrupt: %s at offset %d: %s (records after it were acknowledged, so this is not a torn write; run `runlog journal verify` and restore from a backup)",
-		e.File, e.Offset, e.Reason)
+	return fmt.Sprintf("journal: corrupt: %s at offset %d: %s (a crash cannot cause this; run `runlog journal verify %s` to see what is wrong, and restore the directory from a backup)",
+		e.File, e.Offset, e.Reason, filepath.Dir(e.File))
 }
 
 // Unwrap makes errors.Is(err, ErrCorrupt) true.
@@ -190,6 +209,15 @@ type Options struct {
 	// one still has room), or no new segment could be created and the
 	// active one grows past SegmentSize. It must not block.
 	OnWarning func(error)
+	// MarkEvery, if positive, also rewrites the marker (MARK: how far the
+	// journal has durably reached) while records are being appended, at
+	// most once per MarkEvery and within MarkEvery of the last append, from
+	// a goroutine of its own: each costs one fdatasync of the small MARK
+	// file, never one of the segment, and an idle journal costs nothing.
+	// Records the marker names are detected if they are later cut off or
+	// zeroed; with 0 it is written only at Open, at each rotation and at
+	// Close.
+	MarkEvery time.Duration
 }
 
 // SyncInfo describes one group commit: how many records and bytes one

@@ -72,7 +72,7 @@ func TestDecodeSegment(t *testing.T) {
 	binary.LittleEndian.PutUint32(hugeLen[0:4], 1<<31-1)
 	future := frame("x", 4096)
 	badVersion := appendHeader(nil, 1, 1)
-	binary.LittleEndian.PutUint32(badVersion[8:12], 2)
+	binary.LittleEndian.PutUint32(badVersion[8:12], Version+1)
 	binary.LittleEndian.PutUint32(badVersion[32:36], crc32c(badVersion[:32]))
 	tests := []struct {
 		name        string
@@ -191,10 +191,10 @@ func buildGolden(t *testing.T) []byte {
 }
 
 // TestGolden is checklist item 7: the bytes of a fixed journal never change
-// (run with -update to rewrite testdata/v1.seg after a deliberate format
-// change, which also needs a new Version), and a v1 file still opens.
+// (run with -update to rewrite testdata/v2.seg after a deliberate format
+// change, which also needs a new Version), and the file opens.
 func TestGolden(t *testing.T) {
-	golden := filepath.Join("testdata", "v1.seg")
+	golden := filepath.Join("testdata", "v2.seg")
 	got := buildGolden(t)
 	if *update {
 		if err := os.WriteFile(golden, got, 0o644); err != nil {
@@ -224,5 +224,56 @@ func TestGolden(t *testing.T) {
 	wantRecs = append(wantRecs, "b1", "b2", "b3")
 	if strings.Join(recs, "|") != strings.Join(wantRecs, "|") {
 		t.Fatalf("golden file replays %q; want %q", recs, wantRecs)
+	}
+}
+
+// TestVersion1StillOpens: a segment written by the version 1 code
+// (testdata/v1.seg, committed before version 2 existed) opens and replays,
+// takes new records (its header, which does not say whether it was
+// preallocated, is kept), and the next segment is version 2.
+func TestVersion1StillOpens(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "v1.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.LittleEndian.Uint32(old[8:12]); v != 1 {
+		t.Fatalf("testdata/v1.seg has version %d", v)
+	}
+	m := vfs.NewMem()
+	m.MkdirAll("old")
+	m.WriteFile(segPath("old", 1), old)
+	j := mustOpen(t, m, "old", Options{})
+	var recs []string
+	for _, e := range readAll(t, j) {
+		recs = append(recs, string(e.rec))
+	}
+	var want []string
+	for _, r := range goldenRecords() {
+		want = append(want, string(r))
+	}
+	want = append(want, "b1", "b2", "b3")
+	if strings.Join(recs, "|") != strings.Join(want, "|") {
+		t.Fatalf("v1 segment replays %q; want %q", recs, want)
+	}
+	if _, err := j.Append([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append([]byte("in v2")); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, j)
+	j = mustOpen(t, m, "old", Options{})
+	got := readAll(t, j)
+	mustClose(t, j)
+	if len(got) != len(want)+2 || string(got[len(got)-1].rec) != "in v2" {
+		t.Fatalf("after appends: %d records", len(got))
+	}
+	first, _ := m.ReadFile(segPath("old", 1))
+	second, _ := m.ReadFile(segPath("old", 2))
+	if v1, v2 := binary.LittleEndian.Uint32(first[8:12]), binary.LittleEndian.Uint32(second[8:12]); v1 != 1 || v2 != Version {
+		t.Fatalf("segment versions %d and %d; want 1 (kept) and %d", v1, v2, Version)
 	}
 }

@@ -19,6 +19,12 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
+	v2, err := os.ReadFile(filepath.Join("testdata", "v2.seg"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v2)
+	f.Add(appendHeaderSized(nil, 1, 1, 4096)) // a preallocated header
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var frames [][]byte
 		var decodeErr error

@@ -149,6 +149,7 @@ func (j *Journal) flush(group []*request) {
 			if j.opts.OnSync != nil {
 				j.opts.OnSync(SyncInfo{Records: j.bufRecs, Bytes: len(j.buf), Duration: time.Since(start)})
 			}
+			j.kickMarker()
 		}
 	}
 	failErr := j.failed()
@@ -329,5 +330,8 @@ func (j *Journal) rotate() error {
 	j.mu.Lock()
 	j.segs = append(j.segs, segment{index: next, firstSeq: j.nextSeq, size: HeaderSize, path: filepath.Join(j.dir, segName(next))})
 	j.mu.Unlock()
+	// The new segment is durably created and every record before it is
+	// durable: the marker may name both (a failure only leaves it behind).
+	_ = j.mark.write(next, j.nextSeq)
 	return nil
 }

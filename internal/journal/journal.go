@@ -52,6 +52,11 @@ type Journal struct {
 	// be created may try again.
 	prepFailed  time.Time
 	rotateRetry time.Time
+
+	mark *marker // the marker (see mark.go); nil if it could not be opened
+	// markKick, markStop and markDone drive markLoop (Options.MarkEvery);
+	// nil without it.
+	markKick, markStop, markDone chan struct{}
 }
 
 // prepared is a preallocated segment file, or why preparing it failed.
@@ -89,8 +94,56 @@ func Open(dir string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	j.lock = lock
+	if opts.MarkEvery > 0 && j.mark != nil {
+		j.markKick, j.markStop, j.markDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go j.markLoop(opts.MarkEvery)
+	}
 	go j.run()
 	return j, nil
+}
+
+// kickMarker tells markLoop, if it runs, that records were made durable.
+// Called by the commit goroutine; it never blocks.
+func (j *Journal) kickMarker() {
+	if j.markKick != nil {
+		select {
+		case j.markKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// markLoop rewrites the marker, after group commits, at most once per
+// every and within every of the last one (Options.MarkEvery). It waits for
+// a kick rather than polling. What it writes is true whenever it reads it:
+// the newest segment in j.segs was durably created before it was added,
+// and LastSeq counts only synced records.
+func (j *Journal) markLoop(every time.Duration) {
+	defer close(j.markDone)
+	last := time.Now()
+	for {
+		select {
+		case <-j.markStop:
+			return
+		case <-j.markKick:
+		}
+		if wait := every - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-j.markStop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		j.mu.Lock()
+		idx, failed := j.segs[len(j.segs)-1].index, j.failErr != nil
+		j.mu.Unlock()
+		if !failed {
+			_ = j.mark.write(idx, j.lastSeq.Load()+1) // best effort, as in rotate
+		}
+		last = time.Now()
+	}
 }
 
 // ensureDir creates dir if it does not exist and makes its entry durable.
@@ -159,6 +212,14 @@ func open(fsys vfs.FS, dir string, opts Options) (*Journal, error) {
 		nextSeq:    last.firstSeq + last.records,
 	}
 	j.lastSeq.Store(j.nextSeq - 1)
+	// Everything counted is durable now: let the marker say so, so that
+	// losing it later is detected. A marker that cannot be written (say,
+	// the disk is full and MARK does not exist yet) loses nothing; Open
+	// goes on without it.
+	if m, err := openMarker(fsys, dir, rec.mark, rec.hasMark); err == nil {
+		j.mark = m
+		_ = m.write(j.activeIdx, j.nextSeq)
+	}
 	return j, nil
 }
 
@@ -436,6 +497,16 @@ func (j *Journal) Close() error {
 	default:
 	}
 	<-j.loopDone
+	if j.markStop != nil {
+		close(j.markStop)
+		<-j.markDone
+	}
+	if j.loopErr == nil {
+		// The commit goroutine has stopped; every record it counted is
+		// durable. Best effort, as in rotate.
+		_ = j.mark.write(j.activeIdx, j.nextSeq)
+	}
+	_ = j.mark.close()
 	err := j.active.Close()
 	if lerr := j.lock.Close(); err == nil {
 		err = lerr

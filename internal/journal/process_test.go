@@ -28,7 +28,7 @@ const (
 )
 
 // helperOpts are the options the helper and the parent both use.
-var helperOpts = Options{SegmentSize: 32 << 10, MaxRecordSize: 1 << 10}
+var helperOpts = Options{SegmentSize: 32 << 10, MaxRecordSize: 1 << 10, MarkEvery: time.Millisecond} // the marker rewritten as often as kills come
 
 // TestHelperProcess is not a test: it is the child of TestKill9Loop and
 // TestLockAcrossProcesses.

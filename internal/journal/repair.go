@@ -30,19 +30,43 @@ type recovery struct {
 	segs []segment
 	torn *TornTail
 	tmps []string // leftover temporary segment files
+	mark mark     // the marker, if hasMark
+	// hasMark is set when the directory has a valid marker.
+	hasMark bool
 }
 
 // recoverDir checks every segment of dir in order and calls fn (if not nil)
-// for each valid record. Damage is a *CorruptError, except for a torn tail
-// of the newest segment, which is reported and, when repair is set, cut off
-// (after saving the cut bytes to <segment>.broken).
+// for each valid record, then checks the journal against its marker. It is
+// the one check Open and Verify share. Damage is a *CorruptError, except
+// for a torn tail of the newest segment, which is reported and, when
+// repair is set and nothing else is wrong, cut off (after saving the cut
+// bytes to <segment>.broken).
 func recoverDir(fsys vfs.FS, dir string, maxRec int, repair bool, fn func(Position, []byte) error) (recovery, error) {
 	var rec recovery
+	// The marker first: everything it names was durable before it was
+	// written, so it is all there when the segments are listed and read
+	// after it, even by a Verify that runs beside a writer.
+	var err error
+	if rec.mark, rec.hasMark, err = readMark(fsys, dir); err != nil {
+		return rec, err
+	}
 	indexes, tmps, err := listSegments(fsys, dir)
 	if err != nil {
 		return rec, err
 	}
 	rec.tmps = tmps
+	if rec.hasMark {
+		// First, so that the segment before a deleted newest one, shorter
+		// than its preallocated size after an explicit Rotate, is not
+		// blamed instead.
+		var newest uint64
+		if len(indexes) > 0 {
+			newest = indexes[len(indexes)-1]
+		}
+		if err := checkMarkSegment(dir, rec.mark, newest); err != nil {
+			return rec, err
+		}
+	}
 	for i, idx := range indexes {
 		path := filepath.Join(dir, segName(idx))
 		if i > 0 && idx != indexes[i-1]+1 {
@@ -56,7 +80,7 @@ func recoverDir(fsys vfs.FS, dir string, maxRec int, repair bool, fn func(Positi
 		case idx == 1:
 			want = 1
 		}
-		seg, torn, err := checkSegment(fsys, path, idx, want, maxRec, fn)
+		seg, torn, err := checkSegment(fsys, path, idx, want, last, maxRec, fn)
 		if err != nil {
 			return rec, err
 		}
@@ -68,22 +92,29 @@ func recoverDir(fsys vfs.FS, dir string, maxRec int, repair bool, fn func(Positi
 				return rec, &CorruptError{File: path, Reason: "segment header is torn and no earlier segment tells its first sequence number"}
 			}
 			rec.torn = torn
-			if repair {
-				if err := cutTail(fsys, dir, seg, torn); err != nil {
-					return rec, err
-				}
-			}
 		}
 		rec.segs = append(rec.segs, seg)
+	}
+	if rec.hasMark && len(rec.segs) > 0 {
+		if err := checkMarkRecords(rec.mark, rec.segs[len(rec.segs)-1]); err != nil {
+			return rec, err
+		}
+	}
+	if rec.torn != nil && repair {
+		if err := cutTail(fsys, dir, rec.segs[len(rec.segs)-1], rec.torn); err != nil {
+			return rec, err
+		}
 	}
 	return rec, nil
 }
 
 // checkSegment scans one segment. want is the first sequence number the
-// segment must start with, 0 if unknown. A torn tail is returned, not
+// segment must start with, 0 if unknown; newest is set for the newest
+// segment, which must not be shorter than it was preallocated to (older
+// ones are trimmed when they are sealed). A torn tail is returned, not
 // repaired; seg then describes the part that is kept (a torn header keeps
 // nothing but a header rebuilt from want).
-func checkSegment(fsys vfs.FS, path string, idx, want uint64, maxRec int, fn func(Position, []byte) error) (segment, *TornTail, error) {
+func checkSegment(fsys vfs.FS, path string, idx, want uint64, newest bool, maxRec int, fn func(Position, []byte) error) (segment, *TornTail, error) {
 	seg := segment{index: idx, path: path}
 	f, err := fsys.Open(path)
 	if err != nil {
@@ -120,7 +151,14 @@ func checkSegment(fsys vfs.FS, path string, idx, want uint64, maxRec int, fn fun
 	if want != 0 && res.hdr.firstSeq != want {
 		return seg, nil, &CorruptError{File: path, Offset: 24, Reason: fmt.Sprintf("first sequence number is %d; the segments before it end at %d, so records are missing", res.hdr.firstSeq, want-1)}
 	}
-	seg.firstSeq, seg.records, seg.size = res.hdr.firstSeq, res.records, res.end
+	if newest && size < res.hdr.prealloc {
+		// The zeros were synced before the segment was published, and only
+		// sealing a segment (or cutting a torn tail, which keeps the size)
+		// shortens it: a crash cannot do this.
+		return seg, nil, &CorruptError{File: path, Offset: size, Reason: fmt.Sprintf(
+			"the newest segment is %d bytes, shorter than the %d bytes it was preallocated to: the file was cut, and the records at its end are lost", size, res.hdr.prealloc)}
+	}
+	seg.firstSeq, seg.records, seg.size, seg.prealloc = res.hdr.firstSeq, res.records, res.end, res.hdr.prealloc
 	if res.tornReason != "" {
 		return seg, &TornTail{File: path, Offset: res.end, Bytes: size - res.end, Reason: res.tornReason, saveEnd: res.dataEnd}, nil
 	}
@@ -145,10 +183,20 @@ func cutTail(fsys vfs.FS, dir string, seg segment, torn *TornTail) error {
 			return err
 		}
 	}
-	if size := torn.Offset + torn.Bytes; torn.saveEnd < size && torn.Offset >= HeaderSize {
-		// Preallocated zeros follow the torn bytes: zero those instead of
-		// truncating, so the segment stays preallocated.
-		err = writeZeros(f, torn.Offset, torn.saveEnd)
+	if size := torn.Offset + torn.Bytes; torn.Offset >= HeaderSize && (torn.saveEnd < size || seg.prealloc > torn.Offset) {
+		// Preallocated zeros follow the torn bytes, or the file must keep
+		// the size its header says it was preallocated to: zero the torn
+		// bytes instead of truncating, so the segment stays preallocated
+		// (and is not mistaken for a cut one), and trim only torn bytes
+		// beyond that size.
+		end := size // the file's size after the repair
+		if torn.saveEnd == size {
+			end = max(torn.Offset, seg.prealloc)
+		}
+		err = writeZeros(f, torn.Offset, min(torn.saveEnd, end))
+		if err == nil && end < size {
+			err = f.Truncate(end)
+		}
 	} else {
 		err = f.Truncate(torn.Offset)
 		if err == nil && torn.Offset < HeaderSize {

@@ -14,6 +14,7 @@ import (
 type segment struct {
 	index    uint64
 	firstSeq uint64
+	prealloc int64  // the size its header says it was zero-filled to, or 0
 	records  uint64 // committed records
 	size     int64  // committed bytes, header included
 	path     string
@@ -132,7 +133,12 @@ func writeZeros(f vfs.File, from, to int64) error {
 // does not: the segment may or may not be in place.
 func publishSegment(fsys vfs.FS, dir string, f vfs.File, index, firstSeq uint64) error {
 	path := filepath.Join(dir, segName(index))
-	_, err := f.WriteAt(appendHeader(nil, index, firstSeq), 0)
+	// The header records how far the file was zero-filled (and synced):
+	// Open then knows that a newest segment shorter than that was cut.
+	st, err := f.Stat()
+	if err == nil {
+		_, err = f.WriteAt(appendHeaderSized(nil, index, firstSeq, st.Size()), 0)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

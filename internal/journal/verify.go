@@ -15,14 +15,21 @@ type Report struct {
 	// FirstSeq and LastSeq are the sequence numbers of the first and last
 	// valid records (both 0 if there are none).
 	FirstSeq, LastSeq uint64
+	// OldestSeq is the sequence number of the oldest record kept (or, in
+	// an empty journal, of the next one); records before it were dropped.
+	OldestSeq uint64
+	// NextSeq is the sequence number the next record appended will get
+	// (after the torn tail, if any, is cut off).
+	NextSeq uint64
 	// Torn describes the torn tail Open would cut off, or is nil.
 	Torn *TornTail
 }
 
-// Verify checks the journal in dir without locking it or changing anything:
-// every frame of every segment, the sequence numbers across segments, and
-// whether the newest segment ends in a torn write (reported in Torn, not an
-// error). Damage Open would refuse is an error wrapping ErrCorrupt (a
+// Verify checks the journal in dir without locking it or changing anything,
+// with the function Open uses: every frame of every segment, the sequence
+// numbers across segments, the newest segment against its preallocated
+// size and the journal against its marker (MARK), and whether the newest
+// segment ends in a torn write (reported in Torn, not an error). Damage Open would refuse is an error wrapping ErrCorrupt (a
 // *CorruptError with the file and offset). A directory without segments
 // gives an empty Report.
 func Verify(fsys vfs.FS, dir string, opts Options) (Report, error) {
@@ -37,7 +44,11 @@ func Verify(fsys vfs.FS, dir string, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	rep := Report{Segments: len(rec.segs), Torn: rec.torn}
+	rep := Report{Segments: len(rec.segs), Torn: rec.torn, OldestSeq: 1, NextSeq: 1} // Open starts an empty directory at 1
+	if len(rec.segs) > 0 {
+		last := rec.segs[len(rec.segs)-1]
+		rep.OldestSeq, rep.NextSeq = rec.segs[0].firstSeq, last.firstSeq+last.records
+	}
 	for _, s := range rec.segs {
 		rep.Records += int(s.records)
 	}

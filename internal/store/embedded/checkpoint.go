@@ -32,13 +32,15 @@ var errStop = errors.New("stop")
 // the newest intact snapshot at or below upTo, then the journal records
 // after it. replay reads the journal (from a sequence number); it is
 // Journal.Replay for an open journal or a Scan for a closed one. It returns
-// the state, the sequence number of the last record applied, and the
-// snapshot it started from.
+// the state, the sequence number of the last record applied, the
+// snapshot it started from and the errors of the damaged snapshots it
+// skipped. Damage (a record that is not an op, records that neither the
+// journal nor a snapshot holds) wraps journal.ErrCorrupt.
 func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
-	replay func(from uint64, fn func(journal.Position, []byte) error) error) (*state.State, uint64, snapshot.Info, error) {
+	replay func(from uint64, fn func(journal.Position, []byte) error) error) (*state.State, uint64, snapshot.Info, []error, error) {
 	infos, err := snapshot.List(fsys, dir)
 	if err != nil {
-		return nil, 0, snapshot.Info{}, err
+		return nil, 0, snapshot.Info{}, nil, err
 	}
 	st := state.New(cfg)
 	// Streamed: the body and the state it builds are never both in memory
@@ -51,7 +53,7 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 		return err
 	})
 	if err != nil {
-		return nil, 0, snapshot.Info{}, err
+		return nil, 0, snapshot.Info{}, nil, err
 	}
 	last := base.Seq
 	err = replay(base.Seq+1, func(pos journal.Position, rec []byte) error {
@@ -60,7 +62,7 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 		}
 		op, err := state.Decode(rec)
 		if err != nil {
-			return fmt.Errorf("embedded: record %d (segment %d, offset %d) is not a runlog op: %w; run `runlog journal verify %s`", pos.Seq, pos.Segment, pos.Offset, err, dir)
+			return fmt.Errorf("%w: %s: record %d (segment %d, offset %d) is not a runlog op: %w; its checksum is right, so it was written by another program or version: restore the directory from a backup", journal.ErrCorrupt, dir, pos.Seq, pos.Segment, pos.Offset, err)
 		}
 		st.Apply(&op)
 		last = pos.Seq
@@ -72,22 +74,22 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 	if upTo != 0 && len(infos) > 0 && upTo < infos[len(infos)-1].Seq && (err != nil || last < upTo) {
 		// Time travel to before what compaction kept.
 		oldest := infos[len(infos)-1].Seq
-		return nil, 0, base, fmt.Errorf("embedded: %s no longer holds record %d: compaction dropped the journal before its oldest snapshot, which covers record %d; positions from %d on can be rebuilt (keep more snapshots to reach further back)", dir, upTo, oldest, oldest)
+		return nil, 0, base, damaged, fmt.Errorf("embedded: %s no longer holds record %d: compaction dropped the journal before its oldest snapshot, which covers record %d; positions from %d on can be rebuilt (keep more snapshots to reach further back)", dir, upTo, oldest, oldest)
 	}
 	if errors.Is(err, journal.ErrDropped) {
-		why := "no snapshot covers them"
+		why := "no snapshot covers them (was a snapshot or the oldest segment file deleted?)"
 		if len(damaged) > 0 {
 			why = fmt.Sprintf("the snapshots that covered them are damaged (%v)", errors.Join(damaged...))
 		}
-		return nil, 0, base, fmt.Errorf("embedded: %s: the journal no longer holds the records after %d and %s; restore the directory from a backup: %w", dir, base.Seq, why, err)
+		return nil, 0, base, damaged, fmt.Errorf("%w: %s: the journal no longer holds the records after %d and %s; the jobs they held cannot be rebuilt: restore the directory from a backup: %w", journal.ErrCorrupt, dir, base.Seq, why, err)
 	}
 	if err != nil {
-		return nil, 0, base, err
+		return nil, 0, base, damaged, err
 	}
 	if upTo != 0 && last < upTo {
-		return nil, 0, base, fmt.Errorf("embedded: %s holds records up to %d only, not %d", dir, last, upTo)
+		return nil, 0, base, damaged, fmt.Errorf("embedded: %s holds records up to %d only, not %d", dir, last, upTo)
 	}
-	return st, last, base, nil
+	return st, last, base, damaged, nil
 }
 
 // checkpointer writes snapshots in the background and drops the journal
@@ -352,13 +354,22 @@ func StateAt(fsys vfs.FS, dir string, cfg state.Config, jopts journal.Options, s
 		fsys = vfs.OS{}
 	}
 	jopts.FS = fsys
-	replay := func(from uint64, fn func(journal.Position, []byte) error) error {
+	st, last, _, _, err := loadState(fsys, dir, cfg, seq, scanReplay(fsys, dir, jopts))
+	return st, last, err
+}
+
+// scanReplay is Journal.Replay for a journal that is not open: it reads the
+// records of dir from a sequence number on with journal.Scan, and fails
+// with journal.ErrDropped, as Replay does, when asked for records before
+// the oldest one kept.
+func scanReplay(fsys vfs.FS, dir string, jopts journal.Options) func(uint64, func(journal.Position, []byte) error) error {
+	return func(from uint64, fn func(journal.Position, []byte) error) error {
 		first := true
 		return journal.Scan(fsys, dir, jopts, func(pos journal.Position, rec []byte) error {
 			if first {
 				first = false
-				if pos.Seq > from {
-					return fmt.Errorf("%w: the journal starts at record %d, after %d", journal.ErrDropped, pos.Seq, from)
+				if from != 0 && pos.Seq > from {
+					return fmt.Errorf("%w: replay from sequence number %d asked for, but the oldest record kept is %d", journal.ErrDropped, from, pos.Seq)
 				}
 			}
 			if pos.Seq < from {
@@ -367,6 +378,4 @@ func StateAt(fsys vfs.FS, dir string, cfg state.Config, jopts journal.Options, s
 			return fn(pos, rec)
 		})
 	}
-	st, last, _, err := loadState(fsys, dir, cfg, seq, replay)
-	return st, last, err
 }

@@ -119,14 +119,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		j.Close()
 		return nil, err
 	}
-	st, last, base, err := loadState(fsys, dir, opts.State, 0, j.Replay)
+	st, last, base, _, err := rebuild(fsys, dir, opts.State, j.LastSeq(), j.Replay)
 	if err != nil {
 		j.Close()
 		return nil, err
-	}
-	if last < j.LastSeq() || base.Seq > j.LastSeq() {
-		j.Close()
-		return nil, fmt.Errorf("embedded: %s: snapshot %d does not fit the journal, which ends at record %d; run `runlog journal verify %s`", dir, base.Seq, j.LastSeq(), dir)
 	}
 	s := &Store{st: st, j: j, ckpt: ck, retention: opts.Retention, appended: last}
 	ck.s = s

@@ -1,0 +1,125 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/snapshot"
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/vfs"
+)
+
+// rebuild is the check Open and Verify share, so that the two cannot
+// drift: it rebuilds the state of dir from its newest intact snapshot and
+// the journal records after it (read with replay), and checks that the two
+// fit: the journal, which ends at record journalLast, must hold every
+// record after the snapshot, and the snapshot must not cover records the
+// journal never reached. It returns the state, the last record applied, the
+// snapshot used and the damaged snapshots skipped. A directory that does
+// not fit is an error wrapping journal.ErrCorrupt that says what to do.
+func rebuild(fsys vfs.FS, dir string, cfg state.Config, journalLast uint64,
+	replay func(from uint64, fn func(journal.Position, []byte) error) error) (*state.State, uint64, snapshot.Info, []error, error) {
+	st, last, base, damaged, err := loadState(fsys, dir, cfg, 0, replay)
+	if err != nil {
+		return nil, 0, base, damaged, err
+	}
+	if base.Seq > journalLast {
+		return nil, 0, base, damaged, fmt.Errorf("%w: %s: snapshot %s covers records up to %d, but the journal ends at record %d: the segment files that held records %d to %d (and maybe later ones) were deleted or cut; restore the directory from a backup",
+			journal.ErrCorrupt, dir, base.Path, base.Seq, journalLast, journalLast+1, base.Seq)
+	}
+	if last < journalLast {
+		return nil, 0, base, damaged, fmt.Errorf("%w: %s: the journal ends at record %d, but only records up to %d could be read after snapshot %d; restore the directory from a backup",
+			journal.ErrCorrupt, dir, journalLast, last, base.Seq)
+	}
+	return st, last, base, damaged, nil
+}
+
+// VerifyReport is what Verify found in a directory.
+type VerifyReport struct {
+	// Journal is the journal's own report (segments, records, a torn tail
+	// that opening would cut off).
+	Journal journal.Report
+	// Snapshot is the snapshot Open would start from (zero if none).
+	Snapshot snapshot.Info
+	// Damaged lists the damaged snapshots Open would skip: it can, because
+	// the journal still holds every record after the older state it uses
+	// instead, but the files are damaged and should be looked at.
+	Damaged []error
+	// Jobs is how many jobs the rebuilt state holds.
+	Jobs int
+}
+
+// Verify checks the directory dir as Open does, without locking it or
+// changing anything: every segment of the journal (journal.Verify), then
+// the snapshots and the journal after the newest intact one, rebuilt into a
+// state with the same function Open uses, so that Verify fails exactly when
+// Open would. A torn tail of the newest segment, which Open cuts off, is
+// reported in Journal.Torn and is not an error. Damage is an error wrapping
+// journal.ErrCorrupt (a *journal.CorruptError when it is in one segment
+// file) that says what to do. Verify needs about the memory Open needs,
+// since it rebuilds the state.
+//
+// Verify takes no lock, so it can run beside a server; a rotation, snapshot
+// or drop between its reads can make a healthy directory look damaged (a
+// segment trimmed as it is sealed, a snapshot removed as a newer one
+// replaces it), so damage found while the directory's segment or snapshot
+// files changed under it is checked again, up to three times in all.
+func Verify(fsys vfs.FS, dir string, opts Options) (VerifyReport, error) {
+	if fsys == nil {
+		fsys = vfs.OS{}
+	}
+	for try := 1; ; try++ {
+		before := fileNames(fsys, dir)
+		rep, err := verifyOnce(fsys, dir, opts)
+		if err == nil || !errors.Is(err, journal.ErrCorrupt) || try == 3 || fileNames(fsys, dir) == before {
+			return rep, err
+		}
+	}
+}
+
+// fileNames lists the segment and snapshot files of dir, the files a
+// running server creates and removes, as one string ("" if dir cannot be
+// listed).
+func fileNames(fsys vfs.FS, dir string) string {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, n := range names {
+		if strings.HasSuffix(n, ".seg") || strings.HasSuffix(n, ".snap") {
+			b.WriteString(n)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// verifyOnce is one pass of Verify.
+func verifyOnce(fsys vfs.FS, dir string, opts Options) (VerifyReport, error) {
+	jopts := opts.Journal
+	jopts.FS = fsys
+	var rep VerifyReport
+	var err error
+	if rep.Journal, err = journal.Verify(fsys, dir, jopts); err != nil {
+		return rep, err
+	}
+	scan := scanReplay(fsys, dir, jopts)
+	oldest := rep.Journal.OldestSeq
+	replay := func(from uint64, fn func(journal.Position, []byte) error) error {
+		if from != 0 && from < oldest {
+			// As Journal.Replay: the records before the oldest segment are gone.
+			return fmt.Errorf("%w: replay from sequence number %d asked for, but the oldest record kept is %d", journal.ErrDropped, from, oldest)
+		}
+		return scan(from, fn)
+	}
+	st, _, base, damaged, err := rebuild(fsys, dir, opts.State, rep.Journal.NextSeq-1, replay)
+	rep.Snapshot, rep.Damaged = base, damaged
+	if err != nil {
+		return rep, err
+	}
+	rep.Jobs = st.Len()
+	return rep, nil
+}
