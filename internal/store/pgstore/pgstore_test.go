@@ -139,9 +139,15 @@ func errClass(err error) string {
 
 // TestSameAsEmbedded drives this store and the embedded one side by side
 // with the same random enqueues (keys, deadlines, due times), claims (with
-// per-target limits), outcomes, cancels and revives: every answer, and
-// then every job (List, Job), breaker (Targets) and count (Stats), must be
-// equal. This is the proof that the two stores decide alike.
+// per-target limits), outcomes, cancels, revives and expiries: every
+// answer, NextDue, and then every job (List in both orders, Job), breaker
+// (Targets) and count (Stats), must be equal. Both stores decide by
+// package state's code (state.Step, state.Planner); what this test holds
+// to the embedded store is everything this store does in SQL around it,
+// on random histories that the conformance suite's fixed cases do not
+// reach: the rounds of a claim and the jobs it holds back, the fast and
+// slow paths of outcomes, the history columns, keys, cancel, revive,
+// retention, filters and paging.
 func TestSameAsEmbedded(t *testing.T) {
 	pg, _ := openTest(t, Options{Retention: testRetention})
 	ctx := context.Background()
