@@ -52,6 +52,7 @@ func Run(t *testing.T, open Opener) {
 		{"ClaimDueOrder", testClaimDueOrder},
 		{"ClaimMax", testClaimMax},
 		{"ClaimPerTarget", testClaimPerTarget},
+		{"ClaimBoundsDecisions", testClaimBoundsDecisions},
 		{"Success", testSuccess},
 		{"FinishClaimsMore", testFinishClaimsMore},
 		{"RetryThenGiveUp", testRetryThenGiveUp},
@@ -299,6 +300,43 @@ func testClaimPerTarget(t *testing.T, open Opener) {
 	running["a"] = 0
 	if more := claim(t, s, T0+7, lim); !slices.Equal(ids(more), []uint64{a2}) {
 		t.Errorf("claim once target a has room: %v, want [%d] (due order kept)", ids(more), a2)
+	}
+}
+
+// testClaimBoundsDecisions: one claim makes at most 4096 deferrals and
+// failures; the due jobs after them wait for the next claim, even a job
+// of a healthy target.
+func testClaimBoundsDecisions(t *testing.T, open Opener) {
+	s := openDefault(t, open)
+	for range 2 {
+		enqueueOne(t, s, T0, T0, spec("k", "down"))
+	}
+	c := claim(t, s, T0, all)
+	finish(t, s, T0+5, outcome(c[0], retry.Retryable, "refused"), outcome(c[1], retry.Retryable, "refused"))
+	if br := breakerOf(t, s, "down"); br.State != retry.Open {
+		t.Fatalf("breaker after %d failures: %+v, want open", Circuit.Threshold, br)
+	}
+	const behind = 4100
+	jobs := make([]store.NewJob, behind, behind+1)
+	for i := range jobs {
+		jobs[i] = store.NewJob{Spec: spec("k", "down"), Due: T0 + 10}
+	}
+	jobs = append(jobs, store.NewJob{Spec: spec("k", "up"), Due: T0 + 10})
+	up := enqueue(t, s, T0+6, jobs...)[behind].ID
+	if got := claim(t, s, T0+10, all); len(got) != 0 {
+		t.Fatalf("the first claim behind %d jobs its breaker refuses started %v: it may decide only 4096", behind, ids(got))
+	}
+	var due int
+	for _, id := range listAll(t, s, store.Filter{State: "pending", Target: "down", Oldest: true}, 1000) {
+		if job(t, s, id).Due <= T0+10 {
+			due++
+		}
+	}
+	if due != behind-4096 {
+		t.Errorf("after the first claim %d jobs of target down are still due, want %d: 4096 deferred", due, behind-4096)
+	}
+	if got := claim(t, s, T0+10, all); !slices.Equal(ids(got), []uint64{up}) {
+		t.Errorf("the second claim started %v, want [%d] once the last %d deferrals are made", ids(got), up, behind-4096)
 	}
 }
 
