@@ -248,3 +248,34 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestStoredValuesFrozen pins the values of the enumerations that records
+// and snapshots store as bytes (JobState in a snapshot's jobs,
+// BreakerState in its breakers, Class in an outcome record): renumbering
+// one would make every journal and snapshot on disk mean something else.
+func TestStoredValuesFrozen(t *testing.T) {
+	states := []JobState{Pending, Running, Succeeded, Failed, Cancelled}
+	for want, st := range states {
+		if int(st) != want {
+			t.Errorf("JobState %v is %d, stored as %d", st, st, want)
+		}
+	}
+	for want, st := range []retry.BreakerState{retry.Closed, retry.Open, retry.HalfOpen} {
+		if int(st) != want {
+			t.Errorf("BreakerState %v is %d, stored as %d", st, st, want)
+		}
+	}
+	for i, c := range []retry.Class{retry.Success, retry.Retryable, retry.Permanent, retry.Unsafe} {
+		if int(c) != i+1 {
+			t.Errorf("Class %v is %d, stored as %d", c, c, i+1)
+		}
+	}
+	// The byte after a snapshot job's id is its state.
+	s := New(Config{})
+	s.Apply(&Op{Kind: OpEnqueue, ID: 1, Spec: &Spec{Kind: "k"}})
+	s.Apply(&Op{Kind: OpCancel, ID: 1})
+	j, _ := s.Job(1)
+	if b := appendSnapshotJob(nil, j); len(b) < 2 || b[1] != 4 {
+		t.Errorf("a cancelled job's snapshot record starts % x, want its state byte 4 after the id", b[:min(len(b), 4)])
+	}
+}

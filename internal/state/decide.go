@@ -86,7 +86,7 @@ func (s *State) Settle(id uint64, attempt uint32, class retry.Class, afterMS int
 	if j == nil {
 		return Op{}
 	}
-	if a := j.attempt(attempt); a == nil || a.Ended {
+	if !j.AttemptOpen(attempt) {
 		return Op{}
 	}
 	return SettleJob(FactsOf(j), attempt, class, afterMS, errText, output, now, r)

@@ -15,6 +15,14 @@
 // breaker's admission at its At, and each outcome op runs Breaker.Done
 // with its BreakerFailed flag.
 //
+// Both stores share the rules through functions that work on one job, not
+// on a State: the per-job decisions (AdmitJob, SettleJob, OrphanJob), Step
+// (what Apply does to one job and its target's breaker for a start, a
+// defer or an outcome; Apply adds the heap, index and count upkeep) and
+// Planner (the claim rule: Max, the per-target limit, the bound of
+// decisions per claim). The embedded store calls them through State; the
+// PostgreSQL store calls them on the jobs it reads from rows.
+//
 // Jobs are pending in a heap ordered by (due time, id), ascending: among
 // jobs due at the same time the lower id goes first. Finished jobs
 // (succeeded, failed, cancelled) are kept with their Spec and reason.

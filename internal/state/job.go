@@ -9,7 +9,9 @@ import (
 // JobState is where a job is in its life.
 type JobState uint8
 
-// The states of a job. A job is in exactly one of them.
+// The states of a job. A job is in exactly one of them. The values are
+// frozen: snapshots and the PostgreSQL store's rows hold them
+// (TestStoredValuesFrozen); a new state takes a new value.
 const (
 	// Pending: waiting for its due time, a free slot or its breaker.
 	Pending JobState = iota

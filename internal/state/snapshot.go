@@ -85,6 +85,8 @@ func appendSnapshotHeader(dst []byte, nextID uint64, jobs int) []byte {
 // appendSnapshotJob appends one job of a snapshot.
 func appendSnapshotJob(dst []byte, j *Job) []byte {
 	dst = putUvarint(dst, j.ID)
+	// The JobState's value, frozen: snapshots on disk (and the PostgreSQL
+	// store's rows) hold it. TestStoredValuesFrozen pins it.
 	dst = append(dst, byte(j.State))
 	dst = putVarint(dst, j.Due)
 	dst = putVarint(dst, j.FirstDue)
@@ -135,7 +137,7 @@ func appendSnapshotBreakers(dst []byte, breakers []namedBreaker) []byte {
 	for _, nb := range breakers {
 		b := nb.b
 		dst = putString(dst, nb.target)
-		dst = append(dst, byte(b.State))
+		dst = append(dst, byte(b.State)) // retry.BreakerState, frozen (TestStoredValuesFrozen)
 		dst = putUvarint(dst, uint64(len(b.Fails)))
 		for _, f := range b.Fails {
 			dst = putVarint(dst, f)

@@ -90,7 +90,10 @@ func New(cfg Config) *State {
 // pending, a cancel of a finished job, a revive of a job that is not
 // failed or cancelled.
 //
-// OpStart starts the job even if its target's breaker would now refuse it
+// Starts, defers and outcomes are Step on the job and its target's
+// breaker (the rules the PostgreSQL store applies to its rows too), plus
+// the state's upkeep of its due heap, running set and counts. OpStart
+// starts the job even if its target's breaker would now refuse it
 // (possible on replay under a changed Config): the journal is the truth.
 // Enqueues are cheapest in ascending id order (as NextID hands them out);
 // an id below the largest is inserted in O(jobs).
@@ -106,17 +109,8 @@ func (s *State) Apply(op *Op) {
 	switch op.Kind {
 	case OpEnqueue:
 		s.enqueue(op)
-	case OpStart:
-		s.start(op)
-	case OpSucceed, OpFail, OpRetry:
-		s.outcome(op)
-	case OpDefer:
-		if j := s.job(op.ID); j != nil && j.State == Pending {
-			j.Due = op.Due
-			if j.index >= 0 {
-				s.heap.fix(int(j.index))
-			}
-		}
+	case OpStart, OpDefer, OpSucceed, OpFail, OpRetry:
+		s.step(op)
 	case OpCancel:
 		s.cancel(op)
 	case OpRevive:
@@ -201,59 +195,42 @@ func (s *State) intern(name string, last *string) string {
 	return v
 }
 
-func (s *State) start(op *Op) {
-	j := s.job(op.ID)
-	if j == nil || j.State != Pending || op.Attempt == 0 || op.Attempt != j.Started+1 {
-		return
-	}
-	s.setBreaker(j.Spec.Target, BreakerAfter(s.breakers[j.Spec.Target], s.cfg.Circuit, op))
-	s.unqueue(j)
-	s.setState(j, Running)
-	j.index = int32(len(s.running))
-	s.running = append(s.running, j)
-	j.Started++
-	j.addAttempt(Attempt{N: op.Attempt, StartedAt: op.At})
-}
-
-func (s *State) outcome(op *Op) {
+// step applies a start, defer or outcome op: Step on the job and its
+// target's breaker, then the upkeep around the job (the pending heap, the
+// running set, the counts).
+func (s *State) step(op *Op) {
 	j := s.job(op.ID)
 	if j == nil {
 		return
 	}
-	if op.Attempt == 0 {
-		// Only admission fails a job outside an attempt.
-		if op.Kind == OpFail && j.State == Pending {
-			s.unqueue(j)
-			s.finish(j, Failed, op.At, op.Error)
+	target := j.Spec.Target
+	br := s.breakers[target]
+	ch := Step(j, &br, s.cfg.Circuit, op)
+	if !ch.Applied {
+		return
+	}
+	if ch.Fed {
+		s.setBreaker(target, br)
+	}
+	if ch.From == ch.To {
+		if op.Kind == OpDefer && j.index >= 0 {
+			s.heap.fix(int(j.index)) // a held job is placed when released
 		}
 		return
 	}
-	a := j.attempt(op.Attempt)
-	if a == nil || a.Ended {
-		return
+	switch ch.From {
+	case Pending:
+		s.unqueue(j)
+	case Running:
+		s.stopRunning(j)
 	}
-	// Every attempt that ends feeds its target's breaker, even one whose
-	// job was cancelled meanwhile (the seed's rule), and its history.
-	// Interrupted (a crash, class 0): the target is not to blame, but a
-	// half-open probe slot it held is free again.
-	s.setBreaker(j.Spec.Target, BreakerAfter(s.breakers[j.Spec.Target], s.cfg.Circuit, op))
-	a.Ended, a.EndedAt, a.Class, a.Error, a.Output = true, op.At, op.Class, op.Error, op.Output
-	if j.State != Running || op.Attempt != j.Started {
-		return
-	}
-	s.stopRunning(j)
-	switch op.Kind {
-	case OpSucceed:
-		s.finish(j, Succeeded, op.At, "")
-	case OpFail:
-		j.Fails++
-		j.LastError = op.Error
-		s.finish(j, Failed, op.At, op.Error)
-	case OpRetry:
-		j.Fails++
-		j.LastError = op.Error
-		j.Due = op.Due
-		s.setState(j, Pending)
+	s.count(target, ch.From, -1)
+	s.count(target, ch.To, 1)
+	switch ch.To {
+	case Running:
+		j.index = int32(len(s.running))
+		s.running = append(s.running, j)
+	case Pending:
 		s.heap.push(j)
 	}
 }
@@ -428,6 +405,10 @@ func (s *State) Running() []uint64 {
 	slices.Sort(ids)
 	return ids
 }
+
+// Circuit returns the breaker configuration the state applies ops under,
+// for the claim's Planner.
+func (s *State) Circuit() retry.Circuit { return s.cfg.Circuit }
 
 // Breaker returns the breaker of target (the zero Breaker, closed with no
 // failures, for a target it has not seen fail).

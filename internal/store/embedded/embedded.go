@@ -39,11 +39,6 @@ import (
 	"github.com/runlog/runlog/retry"
 )
 
-// maxDecisionsPerClaim bounds the deferrals and failures one Claim journals,
-// so that a flood of due jobs behind an open breaker cannot make one claim
-// unbounded; the rest are decided by the next claim.
-const maxDecisionsPerClaim = 4096
-
 // Options configure Open.
 type Options struct {
 	Journal journal.Options
@@ -234,53 +229,33 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 }
 
 // claimLocked decides and applies the starts (and the deferrals and
-// failures) of due jobs within lim, appending the ops to ops. s.mu must be
-// held; the caller journals the ops.
+// failures) of due jobs within lim, by the claim rule of state.Planner,
+// appending the ops to ops. s.mu must be held; the caller journals the ops.
 func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]store.Claim, []state.Op) {
-	var (
-		claims    []store.Claim
-		perTarget map[string]int
-		held      bool
-		decisions int
-	)
-	for len(claims) < lim.Max && decisions < maxDecisionsPerClaim {
+	var claims []store.Claim
+	p := state.NewPlanner(s.st.Circuit(), now, lim.Max, lim.PerTarget, lim.Running)
+	for !p.Done() {
 		job, ok := s.st.PeekDue(now)
 		if !ok {
 			break
 		}
-		if lim.PerTarget > 0 {
-			target := job.Spec.Target
-			n := perTarget[target]
-			if lim.Running != nil {
-				n += lim.Running(target)
-			}
-			if n >= lim.PerTarget {
-				s.st.Hold(job.ID)
-				held = true
-				continue
-			}
-		}
-		op := s.st.Admit(job.ID, now)
-		// Apply now so that the next PeekDue sees this decision; the records
-		// are journaled in the same order.
-		ops = append(ops, op)
-		s.st.Apply(&ops[len(ops)-1])
-		if op.Kind != state.OpStart {
-			decisions++
+		op, v := p.Plan(state.FactsOf(job), job.Spec.Target, s.st.Breaker(job.Spec.Target))
+		if v == state.Held {
+			s.st.Hold(job.ID)
 			continue
 		}
-		claims = append(claims, store.Claim{
-			ID: job.ID, Attempt: op.Attempt, Kind: job.Spec.Kind, Target: job.Spec.Target,
-			Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS,
-		})
-		if lim.PerTarget > 0 {
-			if perTarget == nil {
-				perTarget = make(map[string]int)
-			}
-			perTarget[job.Spec.Target]++
+		// Apply now so that the next PeekDue, and the next job's breaker,
+		// see this decision; the records are journaled in the same order.
+		ops = append(ops, op)
+		s.st.Apply(&ops[len(ops)-1])
+		if op.Kind == state.OpStart {
+			claims = append(claims, store.Claim{
+				ID: job.ID, Attempt: op.Attempt, Kind: job.Spec.Kind, Target: job.Spec.Target,
+				Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS,
+			})
 		}
 	}
-	if held {
+	if p.Held() > 0 {
 		s.st.ReleaseHeld()
 	}
 	return claims, ops

@@ -75,11 +75,17 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			// made its job due: read them again.
 			pre = nil
 		}
-		return s.claimTx(ctx, tx, now, lim, brs, nonZero, pre, &res)
+		return s.newClaim(tx, now, lim, brs, nonZero, &res).run(ctx, pre)
 	})
 	s.mu.Lock()
 	for _, o := range outs {
-		delete(s.inflight, o.ID)
+		// Only the flight of the attempt that ended: a late outcome of an
+		// earlier attempt (its job cancelled, revived and started again
+		// here) leaves the running attempt's, whose lease the heartbeat
+		// renews.
+		if f, ok := s.inflight[o.ID]; ok && f.attempt == o.Attempt {
+			delete(s.inflight, o.ID)
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -147,21 +153,17 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 		}
 		byID := make(map[uint64]*jobRow, len(rows))
 		for _, r := range rows {
-			byID[r.id] = r
+			byID[r.ID] = r
 		}
 		for _, i := range slow {
 			o := outs[i]
 			r := byID[o.ID]
-			var a *attempt
-			if r != nil {
-				a = r.open(o.Attempt)
-			}
-			if a == nil || a.Node != s.opts.Node {
+			if r == nil || !r.AttemptOpen(o.Attempt) || r.nodeOf(o.Attempt) != s.opts.Node {
 				fenced = append(fenced, o)
 				continue
 			}
 			op := state.SettleJob(r.facts(), o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
-			if apply(r, nil, c, &op, "") {
+			if r.step(nil, c, &op, "").Fed {
 				ops[i], targets[i] = &op, r.spec.Target
 			}
 			changed[r] = true
@@ -222,19 +224,21 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 			continue // a second outcome of one job is decided on the row
 		}
 		seen[o.ID] = true
-		// The row as the flight knows it: running this attempt, which is
-		// the latest in its history. apply gives the row's new columns and
-		// the attempt's end.
-		r := &jobRow{st: state.Running, started: o.Attempt, node: s.opts.Node, hist: []attempt{{N: o.Attempt, StartedAt: fl.startedAt, Node: s.opts.Node}}}
-		r.id, r.spec.Policy, r.due, r.firstDue, r.fails, r.lastError = o.ID, fl.facts.Policy, fl.facts.Due, fl.facts.FirstDue, fl.facts.Fails, fl.facts.LastError
+		// The job as the flight knows it: running this attempt, which is
+		// the latest in its history. state.Step gives the row's new columns
+		// and the attempt's end.
+		r := state.Job{
+			ID: o.ID, State: state.Running, Started: o.Attempt, Due: fl.facts.Due, FirstDue: fl.facts.FirstDue,
+			Fails: fl.facts.Fails, LastError: fl.facts.LastError, Attempts: []state.Attempt{{N: o.Attempt, StartedAt: fl.startedAt}},
+		}
 		op := state.SettleJob(fl.facts, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
-		apply(r, nil, s.opts.Circuit, &op, "")
-		buf = appendAttempt(buf[:0], r.hist[0])
-		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.st == state.Pending)
+		state.Step(&r, nil, s.opts.Circuit, &op)
+		buf = appendAttempt(buf[:0], stored(r.Attempts[0], s.opts.Node))
+		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.State == state.Pending)
 		ids, ns = append(ids, int64(o.ID)), append(ns, int64(o.Attempt))
-		due, finished = append(due, r.due), append(finished, r.finishedAt)
-		states, fails = append(states, int16(r.st)), append(fails, int32(r.fails))
-		lastErrs, reasons, latests = append(lastErrs, r.lastError), append(reasons, r.reason), append(latests, string(buf))
+		due, finished = append(due, r.Due), append(finished, r.FinishedAt)
+		states, fails = append(states, int16(r.State)), append(fails, int32(r.Fails))
+		lastErrs, reasons, latests = append(lastErrs, r.LastError), append(reasons, r.Reason), append(latests, string(buf))
 	}
 	if len(ids) == 0 {
 		return f, nil

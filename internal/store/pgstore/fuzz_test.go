@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -56,7 +57,9 @@ func FuzzAppendAttempt(f *testing.F) {
 			t.Fatalf("appendAttempt = %s, encoding/json %s", b, std)
 		}
 		h := []attempt{{N: 1, StartedAt: 2, Node: "x"}, want}
-		hist, latest := splitHistory(h)
+		r := newRow()
+		r.Attempts, r.nodes = []state.Attempt{h[0].attempt(), h[1].attempt()}, []string{h[0].Node, h[1].Node}
+		hist, latest := r.splitHistory()
 		back, err := readHistory([]byte(hist), &latest)
 		if err != nil || (want.N > 1 && !reflect.DeepEqual(back, h)) {
 			t.Fatalf("splitHistory(%+v) = %s, %s; read back %+v, %v", h, hist, latest, back, err)

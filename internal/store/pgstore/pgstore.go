@@ -12,13 +12,25 @@
 //
 // # Decisions
 //
-// Every decision is the one the embedded store makes, by the same code (the
-// per-job decisions of package state, on a row's facts): a claim selects
-// due jobs with SELECT … FOR UPDATE SKIP LOCKED in (due time, id) order,
-// locks their targets' breakers, and starts, defers or fails each in one
-// transaction; an outcome is decided on the facts the node kept since the
-// claim and recorded, with its breaker, in one transaction, by an UPDATE
-// that requires the row to still be the node's running attempt.
+// Every decision and every change of a job is the one the embedded store
+// makes, by the same code: a row is read into a state.Job, the per-job
+// decisions of package state (AdmitJob, SettleJob, OrphanJob) decide on
+// its facts, state.Step applies the op to it and its target's breaker, and
+// a claim follows state.Planner. What is this store's own is the SQL
+// around them: a claim selects due jobs with SELECT … FOR UPDATE SKIP
+// LOCKED in (due time, id) order, in rounds, locks their targets'
+// breakers, and starts, defers or fails each in one transaction; an
+// outcome is decided on the facts the node kept since the claim and
+// recorded, with its breaker, in one transaction, by an UPDATE that
+// requires the row to still be the node's running attempt.
+//
+// # Files
+//
+// rows.go reads and writes job rows (columns, history JSON); enqueue.go,
+// breakers.go, claim.go, finish.go (outcomes), rescue.go (expired leases,
+// a node's own attempts at open and close), control.go (cancel and
+// revive) and read.go (Job, List, Stats, Targets) each hold one operation;
+// codes.go names the frozen codes the SQL and the JSON store.
 //
 // # Nodes, leases and rescue
 //
@@ -247,7 +259,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// A node that restarts under the same id (a stable Options.Node) takes
 	// back at once what its previous process left running, as the embedded
 	// store does at open, instead of waiting for the leases to expire.
-	if n, err := s.requeue(ctx, "state = 1 AND node = $1", []any{opts.Node}, fmt.Sprintf("node %s restarted", opts.Node)); err != nil {
+	if n, err := s.requeue(ctx, "state = "+runningCode+" AND node = $1", []any{opts.Node}, fmt.Sprintf("node %s restarted", opts.Node)); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: requeue the attempts this node's previous process left running: %w", err)
 	} else if n > 0 {
@@ -491,7 +503,7 @@ func (s *Store) heartbeat() {
 		// after which the lease does not matter. A row skipped now and
 		// still running is renewed by the next heartbeat.
 		_, err = s.hbConn.Exec(s.ctx, `UPDATE runlog_jobs SET lease_until = clock_timestamp() + $3 * interval '1 millisecond'
-			WHERE id IN (SELECT id FROM runlog_jobs WHERE id = ANY($1) AND state = 1 AND node = $2 FOR UPDATE SKIP LOCKED)`,
+			WHERE id IN (SELECT id FROM runlog_jobs WHERE id = ANY($1) AND state = `+runningCode+` AND node = $2 FOR UPDATE SKIP LOCKED)`,
 			ids, s.opts.Node, s.opts.Lease.Milliseconds())
 	}
 	if err != nil && s.ctx.Err() == nil {
@@ -521,11 +533,11 @@ func (s *Store) Expire(ctx context.Context, now int64) error {
 	for i, k := range r.PerKind {
 		kinds[i], succ[i], canc[i], fail[i] = k.Kind, k.SucceededMS, k.CancelledMS, k.FailedMS
 	}
-	_, err := s.pool.Exec(ctx, `DELETE FROM runlog_jobs j WHERE j.state >= 2 AND EXISTS (
+	_, err := s.pool.Exec(ctx, `DELETE FROM runlog_jobs j WHERE j.state >= `+succeededCode+` AND EXISTS (
 		SELECT 1 FROM (SELECT COALESCE(
-			(SELECT CASE j.state WHEN 2 THEN r.s WHEN 4 THEN r.c ELSE r.f END
+			(SELECT CASE j.state WHEN `+succeededCode+` THEN r.s WHEN `+cancelledCode+` THEN r.c ELSE r.f END
 				FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS r(kind, s, c, f) WHERE r.kind = j.kind),
-			CASE j.state WHEN 2 THEN $5::bigint WHEN 4 THEN $6::bigint ELSE $7::bigint END) AS ttl) t
+			CASE j.state WHEN `+succeededCode+` THEN $5::bigint WHEN `+cancelledCode+` THEN $6::bigint ELSE $7::bigint END) AS ttl) t
 		WHERE t.ttl > 0 AND j.finished_at <= $8::bigint - t.ttl)`,
 		kinds, succ, canc, fail, r.SucceededMS, r.CancelledMS, r.FailedMS, now)
 	if err != nil && ctx.Err() == nil {
@@ -583,6 +595,14 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// sendBatch runs the queued statements of b in tx.
+func sendBatch(ctx context.Context, tx querier, b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // inPipeTx is inTx for the transactions of claims and outcome batches,
@@ -661,7 +681,7 @@ func (s *Store) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := s.requeue(ctx, "state = 1 AND node = $1", []any{s.opts.Node}, fmt.Sprintf("node %s closed", s.opts.Node))
+	_, err := s.requeue(ctx, "state = "+runningCode+" AND node = $1", []any{s.opts.Node}, fmt.Sprintf("node %s closed", s.opts.Node))
 	s.pool.Close()
 	if err != nil {
 		return fmt.Errorf("pgstore: close: requeue this node's unfinished attempts (their leases expire and other nodes requeue them): %w", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/runlog/runlog/internal/store"
 	"github.com/runlog/runlog/internal/store/embedded"
 	"github.com/runlog/runlog/internal/store/storetest"
+	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -139,9 +140,15 @@ func errClass(err error) string {
 
 // TestSameAsEmbedded drives this store and the embedded one side by side
 // with the same random enqueues (keys, deadlines, due times), claims (with
-// per-target limits), outcomes, cancels and revives: every answer, and
-// then every job (List, Job), breaker (Targets) and count (Stats), must be
-// equal. This is the proof that the two stores decide alike.
+// per-target limits), outcomes, cancels, revives and expiries: every
+// answer, NextDue, and then every job (List in both orders, Job), breaker
+// (Targets) and count (Stats), must be equal. Both stores decide by
+// package state's code (state.Step, state.Planner); what this test holds
+// to the embedded store is everything this store does in SQL around it,
+// on random histories that the conformance suite's fixed cases do not
+// reach: the rounds of a claim and the jobs it holds back, the fast and
+// slow paths of outcomes, the history columns, keys, cancel, revive,
+// retention, filters and paging.
 func TestSameAsEmbedded(t *testing.T) {
 	pg, _ := openTest(t, Options{Retention: testRetention})
 	ctx := context.Background()
@@ -736,4 +743,51 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 	if p := plan(&claim); strings.Contains(p, "Sort") || !strings.Contains(p, "runlog_jobs_due") {
 		t.Fatalf("the claim would sort the due jobs:\n%s", p)
 	}
+}
+
+// TestOutcomeOfEarlierAttemptKeepsLease: the late outcome of attempt 1 of
+// a job cancelled, revived and running attempt 2 on this node ends attempt
+// 1 only; the node keeps attempt 2 in flight and its heartbeat goes on
+// renewing attempt 2's lease (else a rescue would run the job twice).
+func TestOutcomeOfEarlierAttemptKeepsLease(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Options{Lease: time.Second, Heartbeat: 20 * time.Millisecond, RescueEvery: time.Hour})
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
+	out, err := s.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out[0].ID
+	first, err := s.Claim(ctx, 1000, store.Limits{Max: 1})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("claim: %v %v", first, err)
+	}
+	if _, err := s.Cancel(ctx, 1001, id, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Revive(ctx, 1002, id); err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Claim(ctx, 1002, store.Limits{Max: 1})
+	if err != nil || len(second) != 1 || second[0].Attempt != 2 {
+		t.Fatalf("second claim: %v %v", second, err)
+	}
+	if _, err := s.Finish(ctx, 1003, func() uint32 { return 0 }, []store.Outcome{{ID: id, Attempt: 1, Class: retry.Success, AfterMS: -1}}, store.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	f, ok := s.inflight[id]
+	s.mu.Unlock()
+	if !ok || f.attempt != 2 {
+		t.Fatalf("after the outcome of attempt 1 the node's flight of job %d is %+v (%v), want attempt 2", id, f, ok)
+	}
+	lease := func() time.Time {
+		var at time.Time
+		if err := s.pool.QueryRow(ctx, "SELECT lease_until FROM runlog_jobs WHERE id = $1", int64(id)).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	was := lease()
+	testwait.For(t, "the heartbeat to renew attempt 2's lease", func() bool { return lease().After(was) })
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
-	"github.com/runlog/runlog/retry"
 )
 
 // nextDueTimeout bounds the query behind NextDue, which has no context.
@@ -38,7 +37,7 @@ func (s *Store) NextDue() (int64, bool) {
 	ctx, cancel := context.WithTimeout(s.ctx, nextDueTimeout)
 	defer cancel()
 	var due *int64
-	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = 0").Scan(&due); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode).Scan(&due); err != nil {
 		if s.ctx.Err() == nil {
 			s.log.Warn("pgstore: reading the next due time failed; looking again at the next poll", "err", err)
 		}
@@ -139,7 +138,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 	var next uint64
 	if len(rows) > limit {
 		rows = rows[:limit]
-		next = rows[limit-1].id
+		next = rows[limit-1].ID
 	}
 	out := make([]state.Job, len(rows))
 	for i, r := range rows {
@@ -185,7 +184,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		return st, err
 	}
 	var due *int64
-	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = 0").Scan(&due); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode).Scan(&due); err != nil {
 		return st, fmt.Errorf("pgstore: stats: %w", err)
 	}
 	if due != nil {
@@ -214,30 +213,15 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: targets: %w", err)
 	}
-	for rows.Next() {
-		var (
-			t     string
-			st    int16
-			fails []int64
-			until int64
-			busy  int32
-		)
-		if err := rows.Scan(&t, &st, &fails, &until, &busy); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		b := retry.Breaker{State: retry.BreakerState(st), Until: until, Busy: int(busy)}
-		if len(fails) > 0 {
-			b.Fails = fails
-		}
-		info(t).Breaker = b
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	brs, err := readBreakers(rows)
+	if err != nil {
 		return nil, fmt.Errorf("pgstore: targets: %w", err)
 	}
-	load, err := s.pool.Query(ctx, `SELECT target, count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 1)
-		FROM runlog_jobs WHERE state IN (0, 1) GROUP BY target`)
+	for t, b := range brs {
+		info(t).Breaker = b
+	}
+	load, err := s.pool.Query(ctx, `SELECT target, count(*) FILTER (WHERE state = `+pendingCode+`), count(*) FILTER (WHERE state = `+runningCode+`)
+		FROM runlog_jobs WHERE state IN (`+pendingCode+`, `+runningCode+`) GROUP BY target`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: target load: %w", err)
 	}

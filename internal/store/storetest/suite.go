@@ -52,12 +52,14 @@ func Run(t *testing.T, open Opener) {
 		{"ClaimDueOrder", testClaimDueOrder},
 		{"ClaimMax", testClaimMax},
 		{"ClaimPerTarget", testClaimPerTarget},
+		{"ClaimBoundsDecisions", testClaimBoundsDecisions},
 		{"Success", testSuccess},
 		{"FinishClaimsMore", testFinishClaimsMore},
 		{"RetryThenGiveUp", testRetryThenGiveUp},
 		{"RetryAfter", testRetryAfter},
 		{"PermanentAndUnsafe", testPermanentAndUnsafe},
 		{"StaleOutcomeIgnored", testStaleOutcomeIgnored},
+		{"OutcomeOfEarlierAttempt", testOutcomeOfEarlierAttempt},
 		{"Deadline", testDeadline},
 		{"Breaker", testBreaker},
 		{"Cancel", testCancel},
@@ -301,6 +303,43 @@ func testClaimPerTarget(t *testing.T, open Opener) {
 	}
 }
 
+// testClaimBoundsDecisions: one claim makes at most 4096 deferrals and
+// failures; the due jobs after them wait for the next claim, even a job
+// of a healthy target.
+func testClaimBoundsDecisions(t *testing.T, open Opener) {
+	s := openDefault(t, open)
+	for range 2 {
+		enqueueOne(t, s, T0, T0, spec("k", "down"))
+	}
+	c := claim(t, s, T0, all)
+	finish(t, s, T0+5, outcome(c[0], retry.Retryable, "refused"), outcome(c[1], retry.Retryable, "refused"))
+	if br := breakerOf(t, s, "down"); br.State != retry.Open {
+		t.Fatalf("breaker after %d failures: %+v, want open", Circuit.Threshold, br)
+	}
+	const behind = 4100
+	jobs := make([]store.NewJob, behind, behind+1)
+	for i := range jobs {
+		jobs[i] = store.NewJob{Spec: spec("k", "down"), Due: T0 + 10}
+	}
+	jobs = append(jobs, store.NewJob{Spec: spec("k", "up"), Due: T0 + 10})
+	up := enqueue(t, s, T0+6, jobs...)[behind].ID
+	if got := claim(t, s, T0+10, all); len(got) != 0 {
+		t.Fatalf("the first claim behind %d jobs its breaker refuses started %v: it may decide only 4096", behind, ids(got))
+	}
+	var due int
+	for _, id := range listAll(t, s, store.Filter{State: "pending", Target: "down", Oldest: true}, 1000) {
+		if job(t, s, id).Due <= T0+10 {
+			due++
+		}
+	}
+	if due != behind-4096 {
+		t.Errorf("after the first claim %d jobs of target down are still due, want %d: 4096 deferred", due, behind-4096)
+	}
+	if got := claim(t, s, T0+10, all); !slices.Equal(ids(got), []uint64{up}) {
+		t.Errorf("the second claim started %v, want [%d] once the last %d deferrals are made", ids(got), up, behind-4096)
+	}
+}
+
 func testSuccess(t *testing.T, open Opener) {
 	s := openDefault(t, open)
 	id := enqueueOne(t, s, T0, T0, spec("k", "t"))
@@ -415,8 +454,41 @@ func testStaleOutcomeIgnored(t *testing.T, open Opener) {
 	wantState(t, s, id, state.Running)
 	finish(t, s, T0+2, outcome(c[0], retry.Success, ""))
 	finish(t, s, T0+3, outcome(c[0], retry.Retryable, "late duplicate"))
-	if j := wantState(t, s, id, state.Succeeded); j.FinishedAt != T0+2 || j.Fails != 0 {
+	j := wantState(t, s, id, state.Succeeded)
+	if j.FinishedAt != T0+2 || j.Fails != 0 {
 		t.Errorf("a second outcome of an ended attempt changed the job: %+v", j)
+	}
+	if len(j.Attempts) != 1 || j.Attempts[0].Class != retry.Success || j.Attempts[0].EndedAt != T0+2 || j.Attempts[0].Error != "" {
+		t.Errorf("a second outcome of an ended attempt rewrote its history: %+v", j.Attempts)
+	}
+}
+
+// testOutcomeOfEarlierAttempt: the attempt of a job cancelled while it ran
+// stays open; when its outcome comes after the job was revived and started
+// again, it ends that attempt in the history and changes nothing else: the
+// job runs its new attempt, whose outcome decides.
+func testOutcomeOfEarlierAttempt(t *testing.T, open Opener) {
+	s := openDefault(t, open)
+	id := enqueueOne(t, s, T0, T0, spec("k", "t"))
+	first := claim(t, s, T0, all)
+	if _, err := s.Cancel(ctx, T0+1, id, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Revive(ctx, T0+2, id); err != nil {
+		t.Fatal(err)
+	}
+	second := claim(t, s, T0+2, all)
+	if len(first) != 1 || len(second) != 1 || second[0].Attempt != 2 {
+		t.Fatalf("claims %+v then %+v, want attempt 1 then 2 of job %d", first, second, id)
+	}
+	finish(t, s, T0+3, outcome(first[0], retry.Success, ""))
+	j := wantState(t, s, id, state.Running)
+	if j.Started != 2 || len(j.Attempts) != 2 || !j.Attempts[0].Ended || j.Attempts[0].Class != retry.Success || j.Attempts[1].Ended || j.FinishedAt != 0 {
+		t.Fatalf("after the outcome of attempt 1 while attempt 2 runs: %+v, want attempt 1 ended, attempt 2 open, the job running", j)
+	}
+	finish(t, s, T0+4, outcome(second[0], retry.Retryable, "again"))
+	if j := wantState(t, s, id, state.Pending); j.Fails != 1 || j.LastError != "again" || !j.Attempts[1].Ended {
+		t.Errorf("after the outcome of attempt 2: %+v, want pending with one failure", j)
 	}
 }
 

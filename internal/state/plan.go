@@ -1,0 +1,96 @@
+package state
+
+import "github.com/runlog/runlog/retry"
+
+// maxDecisionsPerClaim bounds the deferrals and failures one claim makes,
+// so that a flood of due jobs behind an open breaker cannot make one claim
+// unbounded; the next claim decides the rest.
+const maxDecisionsPerClaim = 4096
+
+// Verdict is what a Planner made of one due job.
+type Verdict uint8
+
+// The verdicts of Planner.Plan.
+const (
+	// Planned: the returned op (OpStart, OpDefer or OpFail) is the job's;
+	// the caller journals it and applies it (Apply, or Step on a row)
+	// before it plans the next job.
+	Planned Verdict = iota + 1
+	// Held: the job's target runs its per-target limit already; the job
+	// stays pending, untouched, and is not offered again in this claim.
+	Held
+	// Stopped: the claim is complete (Max starts, or the bound of
+	// decisions reached); neither this job nor any after it is decided.
+	Stopped
+)
+
+// Planner is the claim rule both stores follow: offered the due jobs in
+// (due time, id) order, with their targets' breakers as they stand when
+// each is offered, it starts, defers or fails each (AdmitJob), holds back
+// a job whose target has PerTarget attempts running (those running before
+// the claim plus those it starts), and stops once it has started Max
+// attempts or made 4096 deferrals and failures. It changes nothing: the
+// caller applies each planned op, so that the next job sees its effect on
+// the breaker. A PostgreSQL claim that reads its due rows in rounds feeds
+// one Planner every round; it keeps its counts.
+type Planner struct {
+	c              retry.Circuit
+	now            int64
+	max, perTarget int
+	running        func(target string) int
+	starts         int
+	decisions      int
+	held           int
+	byTarget       map[string]int // starts per target, when perTarget > 0
+}
+
+// NewPlanner returns the planner of one claim at now under circuit c: at
+// most max starts, at most perTarget attempts running per target (0 for
+// no limit), running(target) telling how many ran before the claim (nil
+// for none).
+func NewPlanner(c retry.Circuit, now int64, max, perTarget int, running func(target string) int) Planner {
+	return Planner{c: c, now: now, max: max, perTarget: perTarget, running: running}
+}
+
+// Done reports whether the claim is complete: a job offered now would be
+// Stopped.
+func (p *Planner) Done() bool {
+	return p.starts >= p.max || p.decisions >= maxDecisionsPerClaim
+}
+
+// Plan decides the due job f of target, whose breaker is br now, and
+// returns its op when the verdict is Planned.
+func (p *Planner) Plan(f Facts, target string, br retry.Breaker) (Op, Verdict) {
+	if p.Done() {
+		return Op{}, Stopped
+	}
+	if p.perTarget > 0 {
+		n := p.byTarget[target]
+		if p.running != nil {
+			n += p.running(target)
+		}
+		if n >= p.perTarget {
+			p.held++
+			return Op{}, Held
+		}
+	}
+	op := AdmitJob(f, br, p.c, p.now)
+	if op.Kind != OpStart {
+		p.decisions++
+		return op, Planned
+	}
+	p.starts++
+	if p.perTarget > 0 {
+		if p.byTarget == nil {
+			p.byTarget = make(map[string]int)
+		}
+		p.byTarget[target]++
+	}
+	return op, Planned
+}
+
+// Starts returns how many starts the planner made.
+func (p *Planner) Starts() int { return p.starts }
+
+// Held returns how many jobs the planner held back.
+func (p *Planner) Held() int { return p.held }

@@ -1,0 +1,162 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runlog/runlog/retry"
+)
+
+// breakerRow is a target's breaker as a transaction read it: locked (FOR
+// UPDATE) when the transaction may change it, else a plain read of the zero
+// breaker, which the transaction's decisions leave unchanged.
+type breakerRow struct {
+	b, orig retry.Breaker
+	locked  bool
+}
+
+// loadBreakers reads the breakers of the targets not yet in into and adds
+// them. A breaker that is not the zero one, or whose target is in mayFail
+// (an outcome of the transaction counts as its failure), is locked FOR
+// UPDATE, in target order, since the transaction may change it. A zero
+// breaker that nothing here fails stays unlocked: admission and a success
+// leave it as it is, so the transaction orders before any concurrent one
+// that changes it, and the hot path (every target healthy) takes no lock
+// that all nodes would queue on.
+//
+// nonZero, if not nil, holds every breaker that was not the zero one when
+// tx read them all (queueNonZeroBreakers): the targets not in it are read
+// as zero breakers without a query.
+func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, mayFail map[string]bool, into map[string]*breakerRow, nonZero map[string]retry.Breaker) error {
+	var need []string
+	for _, t := range targets {
+		if _, ok := into[t]; !ok {
+			need = append(need, t)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	slices.Sort(need)
+	need = slices.Compact(need)
+	read := nonZero
+	if read == nil {
+		var err error
+		read, err = scanBreakers(ctx, tx, "SELECT target, state, fails, until, busy FROM runlog_breakers WHERE target = ANY($1)", need)
+		if err != nil {
+			return err
+		}
+	}
+	var lock, missing []string
+	for _, t := range need {
+		b, exists := read[t]
+		if b.IsZero() && !mayFail[t] {
+			into[t] = &breakerRow{}
+			continue
+		}
+		lock = append(lock, t)
+		if !exists {
+			missing = append(missing, t)
+		}
+	}
+	if len(lock) == 0 {
+		return nil
+	}
+	if len(missing) > 0 {
+		// Committed at once, outside tx, so that the rows exist to be
+		// locked and no transaction waits on another's uncommitted insert.
+		if _, err := s.pool.Exec(ctx, "INSERT INTO runlog_breakers (target) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", missing); err != nil {
+			return fmt.Errorf("pgstore: create breaker rows: %w", err)
+		}
+	}
+	locked, err := scanBreakers(ctx, tx, `SELECT target, state, fails, until, busy FROM runlog_breakers
+		WHERE target = ANY($1) ORDER BY target COLLATE "C" FOR UPDATE`, lock)
+	if err != nil {
+		return err
+	}
+	for _, t := range lock {
+		b, ok := locked[t]
+		if !ok {
+			return fmt.Errorf("pgstore: the breaker row of target %q vanished while it was being locked; was runlog_breakers changed by hand?", t)
+		}
+		into[t] = &breakerRow{b: b, orig: b, locked: true}
+	}
+	return nil
+}
+
+// scanBreakers runs a query of breaker rows for the targets.
+func scanBreakers(ctx context.Context, tx querier, sql string, targets []string) (map[string]retry.Breaker, error) {
+	rows, err := tx.Query(ctx, sql, targets)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read breakers: %w", err)
+	}
+	return readBreakers(rows)
+}
+
+// nonZeroBreakersSQL reads every breaker that is not the zero one.
+const nonZeroBreakersSQL = `SELECT target, state, fails, until, busy FROM runlog_breakers
+	WHERE NOT (state = ` + closedCode + ` AND cardinality(fails) = 0 AND until = 0 AND busy = 0)`
+
+// queueNonZeroBreakers queues, in b, the read of every breaker that is not
+// the zero one (as a rule none, or few: only targets in trouble have one)
+// into *into.
+func queueNonZeroBreakers(b *pgx.Batch, into *map[string]retry.Breaker) {
+	b.Queue(nonZeroBreakersSQL).Query(func(rows pgx.Rows) error {
+		m, err := readBreakers(rows)
+		*into = m
+		return err
+	})
+}
+
+// readBreakers reads breaker rows (target, state, fails, until, busy) and
+// closes rows.
+func readBreakers(rows pgx.Rows) (map[string]retry.Breaker, error) {
+	defer rows.Close()
+	out := make(map[string]retry.Breaker)
+	for rows.Next() {
+		var (
+			t     string
+			st    int16
+			fails []int64
+			until int64
+			busy  int32
+		)
+		if err := rows.Scan(&t, &st, &fails, &until, &busy); err != nil {
+			return nil, err
+		}
+		if len(fails) == 0 {
+			fails = nil
+		}
+		out[t] = retry.Breaker{State: retry.BreakerState(st), Fails: fails, Until: until, Busy: int(busy)}
+	}
+	return out, rows.Err()
+}
+
+// queueBreakerWrites queues the writes of the breakers that changed. Only a
+// locked breaker may change.
+func queueBreakerWrites(b *pgx.Batch, brs map[string]*breakerRow) error {
+	for t, br := range brs {
+		if sameBreaker(br.b, br.orig) {
+			continue
+		}
+		if !br.locked {
+			return fmt.Errorf("pgstore: internal error: the unlocked breaker of target %q changed; nothing was written", t)
+		}
+		fails := br.b.Fails
+		if fails == nil {
+			fails = []int64{}
+		}
+		b.Queue("UPDATE runlog_breakers SET state = $2, fails = $3, until = $4, busy = $5 WHERE target = $1",
+			t, int16(br.b.State), fails, br.b.Until, int32(br.b.Busy))
+		br.orig = br.b // written: a later write in the same transaction starts from here
+	}
+	return nil
+}
+
+// sameBreaker reports whether a and b are equal.
+func sameBreaker(a, b retry.Breaker) bool {
+	return a.State == b.State && a.Until == b.Until && a.Busy == b.Busy && slices.Equal(a.Fails, b.Fails)
+}

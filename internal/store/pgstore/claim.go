@@ -1,0 +1,328 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// minClaimRound is the fewest due rows a later round of a claim selects
+// (one after a round that deferred or failed jobs), so that a claim for few
+// attempts behind many deferrals needs few rounds. The first round selects
+// only one row more than it may start: each row selected is locked (a WAL
+// record and a dirtied page), and with 16 slots a claim starts about 8.
+const minClaimRound = 32
+
+// Claim implements store.Store. It selects due pending jobs in (due, id)
+// order with FOR UPDATE SKIP LOCKED (jobs another node is claiming are
+// skipped), locks their targets' breakers, and starts, defers or fails each
+// as the embedded store would, all in one transaction.
+func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store.Claim, error) {
+	if lim.Max <= 0 {
+		return nil, nil
+	}
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	gen := s.dueGen()
+	var res claimResult
+	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
+		// One round trip for BEGIN, every breaker that is not the zero
+		// one and the first due rows.
+		var (
+			nonZero map[string]retry.Breaker
+			due     []*jobRow
+		)
+		queueNonZeroBreakers(b, &nonZero)
+		queueDue(b, now, lim.Max, &due)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
+		res = claimResult{}
+		return s.newClaim(tx, now, lim, nil, nonZero, &res).run(ctx, &due)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	s.claimed(gen, res)
+	if res.deferred {
+		s.wakeNodes()
+	}
+	return res.claims, nil
+}
+
+// dueGen returns the generation of the cached next due time.
+func (s *Store) dueGen() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.due.gen
+}
+
+// claimed records the attempts of a committed claim as in flight (for the
+// heartbeat) and updates the cached next due time: when the claim looked at
+// every due job (and no invalidation came since gen), it knows the next due
+// time without asking the database again.
+func (s *Store) claimed(gen uint64, res claimResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, c := range res.claims {
+		s.inflight[c.ID] = flight{attempt: c.Attempt, startedAt: res.at, target: c.Target, facts: res.facts[i]}
+	}
+	if (res.exhausted || res.more) && s.due.gen == gen {
+		s.due.valid, s.due.at, s.due.has = true, res.next, res.hasNext
+	} else {
+		s.due.valid = false
+		s.due.gen++
+	}
+}
+
+// claimResult is what one claim transaction decided.
+type claimResult struct {
+	claims   []store.Claim
+	facts    []state.Facts // of each claim's job once its attempt started
+	at       int64         // when the claims' attempts started
+	deferred bool          // a job was deferred: wake the nodes once committed
+	// more: the claim stopped at its limit before a due row, whose due
+	// time is then next: the dispatcher need not ask the database.
+	more      bool
+	exhausted bool  // every due job not locked by another node was looked at
+	next      int64 // then: the next due time (now while jobs are held)
+	hasNext   bool
+}
+
+// claimTx is one claim inside a transaction: what it has read and decided
+// over its rounds. A round selects due rows (dueSQL), reads their targets'
+// breakers, and offers each row to the claim's state.Planner, the rule the
+// embedded store follows too; the round's writes go to the database with
+// the next round's SELECT, or, for the last round, with the COMMIT.
+type claimTx struct {
+	s   *Store
+	tx  querier
+	now int64
+	max int // the most attempts the claim starts (Limits.Max)
+	// brs holds the breakers the transaction has read (and may write); it
+	// gains the ones the claim reads.
+	brs map[string]*breakerRow
+	// nonZero is as for loadBreakers.
+	nonZero  map[string]retry.Breaker
+	plan     state.Planner
+	held     []int64 // the jobs held back by the per-target limit: not selected again
+	deferred bool    // a job was deferred
+	res      *claimResult
+}
+
+// newClaim returns the claim at now within lim inside tx, which decides
+// into *res. brs holds the breakers tx has read already (nil for none).
+func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, res *claimResult) *claimTx {
+	if brs == nil {
+		brs = make(map[string]*breakerRow)
+	}
+	res.at = now
+	return &claimTx{
+		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, held: []int64{}, res: res,
+		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running),
+	}
+}
+
+// run decides the claim. pre, if not nil, holds the first round's due
+// rows, selected already (queueDue) with want = claimWant(max, 0). It
+// returns the last round's writes unsent, for the caller to send with its
+// COMMIT (which fills in the result's next due time).
+func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
+	for round := 0; ; round++ {
+		want := claimWant(c.max-len(c.res.claims), round)
+		var due []*jobRow
+		if pre != nil {
+			due, pre = *pre, nil
+		} else {
+			var b pgx.Batch
+			queueDueRound(&b, c.now, c.held, want, &due)
+			if err := sendBatch(ctx, c.tx, &b); err != nil {
+				return nil, err
+			}
+		}
+		targets := make([]string, len(due))
+		for i, r := range due {
+			targets[i] = r.spec.Target
+		}
+		if err := c.s.loadBreakers(ctx, c.tx, targets, nil, c.brs, c.nonZero); err != nil {
+			return nil, err
+		}
+		b, left := c.decide(due)
+		last := left != nil || c.plan.Done()
+		if !last && len(due) < want {
+			c.res.exhausted, last = true, true
+		} else if left != nil && len(c.held) == 0 {
+			// Every pending job due before it was started, deferred or
+			// failed here (or is another node's to claim): it is the
+			// next due job.
+			c.res.more, c.res.next, c.res.hasNext = true, left.Due, true
+		}
+		if last {
+			// The last round's writes share their round trip with the
+			// claim's end and the COMMIT: the caller sends them.
+			return b, endClaim(b, c.now, c.res, c.brs, c.deferred, len(c.held) > 0)
+		}
+		if err := sendBatch(ctx, c.tx, b); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// decide offers the round's due rows to the planner, applies its ops to
+// the rows and breakers (state.Step) and queues their writes; left is the
+// first row the claim stopped before (nil if it took every row).
+func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
+	b = &pgx.Batch{}
+	var (
+		circuit, node     = c.s.opts.Circuit, c.s.opts.Node
+		startIDs, startNs = make([]int64, 0, len(due)), make([]int64, 0, len(due))
+		startLatest       = make([]string, 0, len(due))
+		buf               = make([]byte, 0, 128)
+	)
+	for _, r := range due {
+		target := r.spec.Target
+		br := c.brs[target]
+		op, v := c.plan.Plan(r.facts(), target, br.b)
+		if v == state.Stopped {
+			left = r
+			break
+		}
+		if v == state.Held {
+			c.held = append(c.held, int64(r.ID))
+			continue
+		}
+		r.step(&br.b, circuit, &op, node)
+		switch op.Kind {
+		case state.OpStart:
+			buf = appendAttempt(buf[:0], stored(r.Attempts[len(r.Attempts)-1], node)) // the attempt Step started
+			startIDs = append(startIDs, int64(r.ID))
+			startNs = append(startNs, int64(op.Attempt))
+			startLatest = append(startLatest, string(buf))
+			c.res.claims = append(c.res.claims, store.Claim{
+				ID: r.ID, Attempt: op.Attempt, Kind: r.spec.Kind, Target: target,
+				Payload: r.spec.Payload, TimeoutMS: r.spec.TimeoutMS,
+			})
+			c.res.facts = append(c.res.facts, r.facts())
+		case state.OpDefer:
+			c.deferred = true
+			b.Queue("UPDATE runlog_jobs SET due = $2 WHERE id = $1", int64(r.ID), op.Due)
+		case state.OpFail:
+			b.Queue("UPDATE runlog_jobs SET state = "+failedCode+", finished_at = $2, reason = $3 WHERE id = $1", int64(r.ID), op.At, op.Error)
+		}
+	}
+	if len(startIDs) > 0 {
+		// The new attempt becomes latest, written whole; the previous
+		// one, if any, moves to the end of history (only a retried
+		// job's start edits JSON on the server).
+		b.Queue(`UPDATE runlog_jobs j SET state = `+runningCode+`, started = u.n, node = $3,
+				lease_until = clock_timestamp() + $4 * interval '1 millisecond', latest = u.latest,
+				history = CASE WHEN j.latest IS NULL THEN j.history
+					ELSE (CASE WHEN jsonb_array_length(j.history) >= $5 THEN j.history - 0 ELSE j.history END)
+						|| jsonb_build_array(j.latest::jsonb) END
+			FROM unnest($1::bigint[], $2::bigint[], $6::text[]) AS u(id, n, latest) WHERE j.id = u.id`,
+			startIDs, startNs, node, c.s.opts.Lease.Milliseconds(), state.MaxAttemptHistory-1, startLatest)
+	}
+	return b, left
+}
+
+// endClaim queues in b, after the last round's writes, the breaker writes
+// and the next due time (when the claim looked at every due job); the
+// caller sends b with its COMMIT. A deferral makes the caller wake the
+// nodes once committed (res.deferred): the job is due again at a time
+// their cached next due time does not know.
+func endClaim(b *pgx.Batch, now int64, res *claimResult, brs map[string]*breakerRow, deferred, held bool) error {
+	res.deferred = deferred
+	if err := queueBreakerWrites(b, brs); err != nil {
+		return err
+	}
+	if res.exhausted && held {
+		res.next, res.hasNext = now, true
+	} else if res.exhausted {
+		b.Queue("SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND due > $1", now).QueryRow(func(row pgx.Row) error {
+			var next *int64
+			if err := row.Scan(&next); err != nil {
+				return err
+			}
+			if next != nil {
+				res.next, res.hasNext = *next, true
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
+// dueSQL selects and locks the due pending jobs ($1 now) not in $2 (held
+// back), in (due, id) order, at most $3, skipping those another
+// transaction holds.
+const dueSQL = `SELECT id, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
+		due, first_due, fails, started, last_error
+	FROM runlog_jobs WHERE state = ` + pendingCode + ` AND due <= $1 AND NOT (id = ANY($2))
+	ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED`
+
+// claimWant is how many due rows round (0 for the first) of a claim
+// selects to start up to n attempts: one more than n at least, so that a
+// claim that starts n attempts sees the next due row, and so the next due
+// time; minClaimRound at least after the first.
+func claimWant(n, round int) int {
+	if round == 0 {
+		return n + 1
+	}
+	return max(n+1, minClaimRound)
+}
+
+// queueDue queues, in b, the first round of a claim for up to max attempts
+// at now (dueSQL), its rows into *into.
+func queueDue(b *pgx.Batch, now int64, max int, into *[]*jobRow) {
+	queueDueRound(b, now, []int64{}, claimWant(max, 0), into)
+}
+
+// noSort and sortAgain surround a claim's dueSQL (queueDueRound).
+const (
+	noSort    = "SET LOCAL enable_sort = off"
+	sortAgain = "SET LOCAL enable_sort TO DEFAULT"
+)
+
+// queueDueRound queues, in b, dueSQL for want rows at now, not those in
+// held, its rows into *into. The planner may not sort: where its
+// statistics say that few jobs are due (a table not analyzed yet, or
+// analyzed while the queue was short), it would fetch every due row
+// through a bitmap scan and sort them all, on every claim (8-20 ms with
+// 10-40 k jobs waiting) instead of walking the (due, id) index and
+// stopping at the limit. Sorting is allowed again right after: for a
+// statement that cannot do without one, enable_sort = off only inflates
+// the plan's cost, enough to have it compiled by the JIT (40-150 ms for
+// the breakers' ORDER BY target COLLATE "C").
+func queueDueRound(b *pgx.Batch, now int64, held []int64, want int, into *[]*jobRow) {
+	b.Queue(noSort)
+	b.Queue(dueSQL, now, held, want).Query(func(rows pgx.Rows) error {
+		var err error
+		*into, err = readDue(rows)
+		return err
+	})
+	b.Queue(sortAgain)
+}
+
+// readDue reads the rows of dueSQL and closes rows.
+func readDue(rows pgx.Rows) ([]*jobRow, error) {
+	defer rows.Close()
+	var due []*jobRow
+	for rows.Next() {
+		r := newRow() // State is Pending
+		var id, started int64
+		p := &r.spec.Policy
+		if err := rows.Scan(&id, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
+			&r.spec.TimeoutMS, &r.Due, &r.FirstDue, &r.Fails, &started, &r.LastError); err != nil {
+			return nil, err
+		}
+		r.ID, r.Started = uint64(id), uint32(started)
+		due = append(due, r)
+	}
+	return due, rows.Err()
+}
