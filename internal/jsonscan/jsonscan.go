@@ -119,7 +119,7 @@ func (s *Scanner) escaped(start, j int) (string, bool) {
 			if j+6 > len(s.b) {
 				return "", false
 			}
-			r, ok := hex4(s.b[j+2 : j+6])
+			r, ok := Hex4(s.b[j+2 : j+6])
 			if !ok || (r >= 0xD800 && r <= 0xDFFF) {
 				return "", false // surrogates: encoding/json's rules apply
 			}
@@ -133,10 +133,14 @@ func (s *Scanner) escaped(start, j int) (string, bool) {
 	return "", false
 }
 
-// hex4 reads four hexadecimal digits.
-func hex4(b []byte) (rune, bool) {
+// Hex4 reads the four hexadecimal digits at the start of b (the digits of
+// a \u escape); false if b is shorter or holds another character there.
+func Hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
 	var r rune
-	for _, c := range b {
+	for _, c := range b[:4] {
 		switch {
 		case c >= '0' && c <= '9':
 			c -= '0'

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/jsonscan"
 	"github.com/runlog/runlog/internal/kinds"
 )
 
@@ -140,7 +141,7 @@ func checkText(data []byte) error {
 			inString = false
 		case '\\':
 			if i+1 < len(data) && data[i+1] == 'u' {
-				r, ok := hexRune(data[i+2:])
+				r, ok := jsonscan.Hex4(data[i+2:])
 				switch {
 				case !ok:
 					// encoding/json reports the malformed escape.
@@ -149,7 +150,7 @@ func checkText(data []byte) error {
 				case r >= 0xD800 && r <= 0xDBFF:
 					lo, ok := rune(0), i+7 < len(data) && data[i+6] == '\\' && data[i+7] == 'u'
 					if ok {
-						lo, ok = hexRune(data[i+8:])
+						lo, ok = jsonscan.Hex4(data[i+8:])
 					}
 					if !ok || lo < 0xDC00 || lo > 0xDFFF {
 						return loneSurrogate(data[i : i+6])
@@ -162,28 +163,6 @@ func checkText(data []byte) error {
 		}
 	}
 	return nil
-}
-
-// hexRune reads the four hexadecimal digits at the start of b.
-func hexRune(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 func loneSurrogate(esc []byte) error {
