@@ -195,39 +195,3 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 		},
 	}, nil
 }
-
-// Cancel cancels a pending or running job: it never starts again, and a
-// running attempt's context is cancelled. The reason is kept with the job.
-// It fails with ErrNotFound or ErrFinished.
-func (r *Runner) Cancel(ctx context.Context, id uint64, reason string) error {
-	if err := r.usable(); err != nil {
-		return err
-	}
-	if reason == "" {
-		reason = "cancelled"
-	}
-	running, err := r.st.Cancel(ctx, r.nowMS(), id, reason)
-	if err != nil {
-		return mapErr(err)
-	}
-	if running {
-		r.cancelAttempt(id)
-	}
-	return nil
-}
-
-// Retry makes a failed (or cancelled) job pending again, due now, with a
-// fresh attempt budget and deadline. It fails with ErrNotFound or ErrNotFailed.
-func (r *Runner) Retry(ctx context.Context, id uint64) error {
-	if err := r.usable(); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	delete(r.cancelEarly, id)
-	r.mu.Unlock()
-	if err := r.st.Revive(ctx, r.nowMS(), id); err != nil {
-		return mapErr(err)
-	}
-	r.signal()
-	return nil
-}
