@@ -3,7 +3,7 @@ package runlog
 import (
 	"context"
 
-	"github.com/runlog/runlog/internal/store/embedded"
+	"github.com/runlog/runlog/internal/store"
 )
 
 // Cancel cancels a pending or running job: it never starts again, and a
@@ -42,24 +42,21 @@ func (r *Runner) Retry(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// compactor is a store that can checkpoint its state (the embedded journal).
-type compactor interface {
-	Checkpoint() (embedded.CheckpointStats, error)
-}
-
-// Compact writes a snapshot of the durable state now and drops the journal
-// segments it makes unneeded (the runner also does this by itself, in the
-// background, every Config.SnapshotBytes of journal, and at Close). Dispatch
-// goes on meanwhile: the snapshot is rebuilt from the journal, not copied
-// from the live state. On a store with nothing to compact it does nothing.
-func (r *Runner) Compact(ctx context.Context) error {
+// Snapshot writes a snapshot of the durable state now and drops the journal
+// segments it covers, so that the next Open replays little (the runner also
+// does this by itself, in the background, every Config.SnapshotBytes of
+// journal, and at Close). Dispatch goes on meanwhile: the live state is
+// frozen, not stopped, while it is written (see docs/snapshots.md). On a
+// store that is not a journal (PostgreSQL) there is nothing to snapshot and
+// it does nothing.
+func (r *Runner) Snapshot(ctx context.Context) error {
 	if err := r.usable(); err != nil {
 		return err
 	}
-	c, ok := r.st.(compactor)
+	sn, ok := r.st.(store.Snapshotter)
 	if !ok {
 		return nil
 	}
-	_, err := c.Checkpoint()
+	_, err := sn.Snapshot()
 	return err
 }

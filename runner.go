@@ -65,7 +65,7 @@ type flight struct {
 
 // DefaultSegmentSize is the journal's segment size unless
 // Config.SegmentSize says otherwise: 16 MiB. Offline tools that rewrite a
-// data directory (`runlog journal compact`) use it too, so that a directory
+// data directory (`runlog journal snapshot`) use it too, so that a directory
 // keeps one segment size.
 const DefaultSegmentSize = 16 << 20
 
@@ -137,7 +137,7 @@ func start(st store.Store, cfg Config) *Runner {
 	// outcome that ended during the last one. A store whose outcome batches
 	// are independent transactions says how many may run side by side.
 	finishers := 1
-	if f, ok := st.(interface{ Finishers(concurrency int) int }); ok {
+	if f, ok := st.(store.ConcurrentFinisher); ok {
 		finishers = max(f.Finishers(cfg.Concurrency), 1)
 	}
 	r.finishersDone.Add(finishers)

@@ -220,7 +220,10 @@ type dueCache struct {
 	gen   uint64 // bumped by every invalidation
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store              = (*Store)(nil)
+	_ store.ConcurrentFinisher = (*Store)(nil)
+)
 
 // Open connects to the database at url (a PostgreSQL connection string),
 // applies missing migrations when opts.Migrate is set (otherwise it checks
