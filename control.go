@@ -35,7 +35,7 @@ func (r *Runner) Retry(ctx context.Context, id uint64) error {
 	r.mu.Lock()
 	delete(r.cancelEarly, id)
 	r.mu.Unlock()
-	if err := r.st.Revive(ctx, r.nowMS(), id); err != nil {
+	if err := r.st.Retry(ctx, r.nowMS(), id); err != nil {
 		return mapErr(err)
 	}
 	r.signal()

@@ -171,9 +171,9 @@ type Store interface {
 	// Cancel cancels a pending or running job; running reports whether an
 	// attempt of it is in flight (the engine then cancels the attempt).
 	Cancel(ctx context.Context, now int64, id uint64, reason string) (running bool, err error)
-	// Revive makes a failed or cancelled job pending again, due now, with a
+	// Retry makes a failed or cancelled job pending again, due now, with a
 	// fresh budget.
-	Revive(ctx context.Context, now int64, id uint64) error
+	Retry(ctx context.Context, now int64, id uint64) error
 	// NextDue reports the earliest due time among pending jobs.
 	NextDue() (int64, bool)
 	// Job returns a copy of one job.

@@ -84,7 +84,7 @@ var (
 // Open opens (or creates) the journal in dir, rebuilds the state from the
 // newest intact snapshot plus the journal after it, and requeues every job
 // that was running when the last process stopped, counted as a failed
-// attempt (the seed's rule).
+// attempt of the job and not as a failure of its target (state.Orphan).
 func Open(dir string, opts Options) (*Store, error) {
 	if opts.Journal.FS == nil {
 		opts.Journal.FS = vfs.OS{}
@@ -351,8 +351,8 @@ func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string)
 	return running, wait()
 }
 
-// Revive implements store.Store.
-func (s *Store) Revive(ctx context.Context, now int64, id uint64) error {
+// Retry implements store.Store.
+func (s *Store) Retry(ctx context.Context, now int64, id uint64) error {
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
@@ -367,7 +367,7 @@ func (s *Store) Revive(ctx context.Context, now int64, id uint64) error {
 		s.mu.Unlock()
 		return store.ErrNotFailed
 	}
-	wait := s.submitLocked([]state.Op{{Kind: state.OpRevive, ID: id, At: now, Due: now}})
+	wait := s.submitLocked([]state.Op{{Kind: state.OpRetry, ID: id, At: now, Due: now}})
 	s.mu.Unlock()
 	return wait()
 }
