@@ -30,7 +30,7 @@
 // Nothing is lost and nothing is silent: every job that is not cancelled runs
 // until it succeeds, fails permanently, or spends its attempts or deadline,
 // and a job that stops is kept in state "failed" with the reason, and can be
-// retried by hand (Retry).
+// retried by hand (Runner.Retry).
 //
 // # Scheduling
 //

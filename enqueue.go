@@ -58,8 +58,11 @@ func Target(s string) EnqueueOption { return func(r *JobRequest) { r.Target = s 
 // Key sets the job's idempotency key. See JobRequest.Key.
 func Key(s string) EnqueueOption { return func(r *JobRequest) { r.Key = s } }
 
-// Retry overrides the retry policy of the job.
-func Retry(p RetryPolicy) EnqueueOption { return func(r *JobRequest) { r.Retry = &p } }
+// WithRetry overrides the retry policy of the job (Config.Retry) with p:
+// how many attempts, the backoff between them and the overall deadline.
+// See JobRequest.Retry. (Runner.Retry is something else: it retries a
+// failed job by hand.)
+func WithRetry(p RetryPolicy) EnqueueOption { return func(r *JobRequest) { r.Retry = &p } }
 
 // Timeout overrides the attempt timeout of the job.
 func Timeout(d time.Duration) EnqueueOption { return func(r *JobRequest) { r.Timeout = d } }
