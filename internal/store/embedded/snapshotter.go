@@ -73,9 +73,9 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 		err = nil
 	}
 	if upTo != 0 && len(infos) > 0 && upTo < infos[len(infos)-1].Seq && (err != nil || last < upTo) {
-		// Time travel to before what compaction kept.
+		// Time travel to before what the kept snapshots cover.
 		oldest := infos[len(infos)-1].Seq
-		return nil, 0, base, damaged, fmt.Errorf("embedded: %s no longer holds record %d: compaction dropped the journal before its oldest snapshot, which covers record %d; positions from %d on can be rebuilt (keep more snapshots to reach further back)", dir, upTo, oldest, oldest)
+		return nil, 0, base, damaged, fmt.Errorf("embedded: %s no longer holds record %d: the journal before its oldest snapshot (record %d) was dropped when that snapshot was written; positions from %d on can be rebuilt (keep more snapshots to reach further back)", dir, upTo, oldest, oldest)
 	}
 	if errors.Is(err, journal.ErrDropped) {
 		why := "no snapshot covers them (was a snapshot or the oldest segment file deleted?)"
