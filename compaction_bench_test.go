@@ -193,7 +193,7 @@ func BenchmarkSnapshotPause(b *testing.B) {
 		snapDone := make(chan time.Duration)
 		go func() {
 			t0 := time.Now()
-			if err := r.Compact(context.Background()); err != nil {
+			if err := r.Snapshot(context.Background()); err != nil {
 				b.Error(err)
 			}
 			snapDone <- time.Since(t0)

@@ -58,8 +58,11 @@ func Target(s string) EnqueueOption { return func(r *JobRequest) { r.Target = s 
 // Key sets the job's idempotency key. See JobRequest.Key.
 func Key(s string) EnqueueOption { return func(r *JobRequest) { r.Key = s } }
 
-// Retry overrides the retry policy of the job.
-func Retry(p RetryPolicy) EnqueueOption { return func(r *JobRequest) { r.Retry = &p } }
+// WithRetry overrides the retry policy of the job (Config.Retry) with p:
+// how many attempts, the backoff between them and the overall deadline.
+// See JobRequest.Retry. (Runner.Retry is something else: it retries a
+// failed job by hand.)
+func WithRetry(p RetryPolicy) EnqueueOption { return func(r *JobRequest) { r.Retry = &p } }
 
 // Timeout overrides the attempt timeout of the job.
 func Timeout(d time.Duration) EnqueueOption { return func(r *JobRequest) { r.Timeout = d } }
@@ -194,40 +197,4 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 			TimeoutMS: req.Timeout.Milliseconds(),
 		},
 	}, nil
-}
-
-// Cancel cancels a pending or running job: it never starts again, and a
-// running attempt's context is cancelled. The reason is kept with the job.
-// It fails with ErrNotFound or ErrFinished.
-func (r *Runner) Cancel(ctx context.Context, id uint64, reason string) error {
-	if err := r.usable(); err != nil {
-		return err
-	}
-	if reason == "" {
-		reason = "cancelled"
-	}
-	running, err := r.st.Cancel(ctx, r.nowMS(), id, reason)
-	if err != nil {
-		return mapErr(err)
-	}
-	if running {
-		r.cancelAttempt(id)
-	}
-	return nil
-}
-
-// Retry makes a failed (or cancelled) job pending again, due now, with a
-// fresh attempt budget and deadline. It fails with ErrNotFound or ErrNotFailed.
-func (r *Runner) Retry(ctx context.Context, id uint64) error {
-	if err := r.usable(); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	delete(r.cancelEarly, id)
-	r.mu.Unlock()
-	if err := r.st.Revive(ctx, r.nowMS(), id); err != nil {
-		return mapErr(err)
-	}
-	r.signal()
-	return nil
 }

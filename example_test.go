@@ -80,7 +80,7 @@ func Example_retry() {
 		},
 	})
 	ctx := context.Background()
-	fast := runlog.Retry(runlog.RetryPolicy{Attempts: 5, Base: time.Millisecond, Cap: 10 * time.Millisecond})
+	fast := runlog.WithRetry(runlog.RetryPolicy{Attempts: 5, Base: time.Millisecond, Cap: 10 * time.Millisecond})
 	flaky, _ := r.Enqueue(ctx, "flaky", nil, fast)
 	bad, _ := r.Enqueue(ctx, "bad", nil, fast)
 	for _, id := range []uint64{flaky, bad} {

@@ -171,7 +171,7 @@ func TestRetryWaitsFollowPolicy(t *testing.T) {
 		}),
 	}})
 	policy := runlog.RetryPolicy{Attempts: 3, Base: time.Second, Cap: 4 * time.Second}
-	id := mustEnqueue(t, r, "k", nil, runlog.Retry(policy))
+	id := mustEnqueue(t, r, "k", nil, runlog.WithRetry(policy))
 	// attempt n failed at `now`: the next due time is now + jitter(delay(n-1)).
 	for n, bounds := range [][2]time.Duration{{500 * time.Millisecond, time.Second}, {time.Second, 2 * time.Second}} {
 		var j runlog.Job
@@ -205,7 +205,7 @@ func TestRetryAfterIsCapped(t *testing.T) {
 			return runlog.RetryAfter(time.Hour, errors.New("slow down"))
 		}),
 	}})
-	id := mustEnqueue(t, r, "k", nil, runlog.Retry(runlog.RetryPolicy{Attempts: 2, Base: time.Second, Cap: 7 * time.Second}))
+	id := mustEnqueue(t, r, "k", nil, runlog.WithRetry(runlog.RetryPolicy{Attempts: 2, Base: time.Second, Cap: 7 * time.Second}))
 	var j runlog.Job
 	waitFor(t, "the retry", func() bool {
 		j, _ = r.Job(context.Background(), id)
@@ -222,14 +222,14 @@ func TestDeadlineMakesJobDead(t *testing.T) {
 		"k": runlog.Handle(func(ctx context.Context, _ []byte) error { return errors.New("down") }),
 	}})
 	// Base 4s (a wait of 2-4s), deadline 1s: the first retry would start past the deadline.
-	id := mustEnqueue(t, r, "k", nil, runlog.Retry(runlog.RetryPolicy{Attempts: 10, Base: 4 * time.Second, Cap: 8 * time.Second, Deadline: time.Second}))
+	id := mustEnqueue(t, r, "k", nil, runlog.WithRetry(runlog.RetryPolicy{Attempts: 10, Base: 4 * time.Second, Cap: 8 * time.Second, Deadline: time.Second}))
 	j := waitState(t, r, id, runlog.StateFailed)
 	if j.Attempts != 1 || !strings.Contains(j.Reason, "deadline") {
 		t.Fatalf("attempts %d reason %q", j.Attempts, j.Reason)
 	}
 	// A job whose deadline passed before it could start fails with no attempt.
 	late := mustEnqueue(t, r, "k", nil, runlog.RunAt(clock.Now().Add(-time.Minute)),
-		runlog.Retry(runlog.RetryPolicy{Attempts: 3, Base: time.Second, Cap: time.Second, Deadline: time.Second}))
+		runlog.WithRetry(runlog.RetryPolicy{Attempts: 3, Base: time.Second, Cap: time.Second, Deadline: time.Second}))
 	j = waitState(t, r, late, runlog.StateFailed)
 	if j.Attempts != 0 || !strings.Contains(j.Reason, "deadline") {
 		t.Fatalf("late job: attempts %d reason %q", j.Attempts, j.Reason)
@@ -244,7 +244,7 @@ func TestOutcomeHelpers(t *testing.T) {
 		"typed":     runlog.Handle(func(ctx context.Context, n int) error { return nil }),
 	}})
 	ctx := context.Background()
-	one := runlog.Retry(runlog.RetryPolicy{Attempts: 1, Base: time.Millisecond, Cap: time.Millisecond})
+	one := runlog.WithRetry(runlog.RetryPolicy{Attempts: 1, Base: time.Millisecond, Cap: time.Millisecond})
 	p := mustEnqueue(t, r, "permanent", nil)
 	u := mustEnqueue(t, r, "unsafe", nil)
 	pa := mustEnqueue(t, r, "panic", nil, one)
@@ -288,7 +288,7 @@ func TestBreakerOpensDefersAndCloses(t *testing.T) {
 		},
 	})
 	ctx := context.Background()
-	policy := runlog.Retry(runlog.RetryPolicy{Attempts: 5, Base: 100 * time.Second, Cap: 100 * time.Second})
+	policy := runlog.WithRetry(runlog.RetryPolicy{Attempts: 5, Base: 100 * time.Second, Cap: 100 * time.Second})
 	a := mustEnqueue(t, r, "k", nil, runlog.Target("api"), policy)
 	waitFor(t, "first failure", func() bool { j, _ := r.Job(ctx, a); return j.Attempts == 1 && j.State == runlog.StatePending })
 	b := mustEnqueue(t, r, "k", nil, runlog.Target("api"), policy)
@@ -307,7 +307,7 @@ func TestBreakerOpensDefersAndCloses(t *testing.T) {
 		t.Fatalf("a deferred job counted %d attempts", j.Attempts)
 	}
 	// Another target is not held back.
-	other := mustEnqueue(t, r, "k", nil, runlog.Target("other"), runlog.Retry(runlog.RetryPolicy{Attempts: 1, Base: 1, Cap: 1}))
+	other := mustEnqueue(t, r, "k", nil, runlog.Target("other"), runlog.WithRetry(runlog.RetryPolicy{Attempts: 1, Base: 1, Cap: 1}))
 	waitState(t, r, other, runlog.StateFailed)
 
 	// After the cooldown one probe runs; it succeeds and closes the breaker.
@@ -386,7 +386,7 @@ func TestAttemptTimeout(t *testing.T) {
 		}, runlog.HandlerTimeout(time.Hour)),
 	}})
 	id := mustEnqueue(t, r, "slow", nil, runlog.Timeout(20*time.Millisecond),
-		runlog.Retry(runlog.RetryPolicy{Attempts: 1, Base: time.Millisecond, Cap: time.Millisecond}))
+		runlog.WithRetry(runlog.RetryPolicy{Attempts: 1, Base: time.Millisecond, Cap: time.Millisecond}))
 	j := waitState(t, r, id, runlog.StateFailed)
 	if !strings.Contains(j.LastError+j.Reason, "timed out after 20ms") {
 		t.Fatalf("timeout not reported: last error %q reason %q", j.LastError, j.Reason)

@@ -167,10 +167,9 @@ func TestBreakerDoneDoesNotAlias(t *testing.T) {
 	}
 }
 
-// TestSeedCheckScenario replays hairpin/check.bend's breaker scenario:
-// Circuit{2, 10000, 300, 1} opens after 2 failures, denies, and after 400 ms
-// one probe closes it.
-func TestSeedCheckScenario(t *testing.T) {
+// TestBreakerOpenDenyProbeClose: Circuit{2, 10000, 300, 1} opens after 2
+// failures, denies, and after 400 ms one probe closes it.
+func TestBreakerOpenDenyProbeClose(t *testing.T) {
 	c := Circuit{Threshold: 2, WindowMS: 10000, CooldownMS: 300, Probes: 1}
 	var b Breaker
 	for i, now := range []int64{0, 50} {

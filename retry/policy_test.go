@@ -69,7 +69,9 @@ func TestBudgetFor(t *testing.T) {
 	}
 }
 
-func TestDelaySeedSequence(t *testing.T) {
+// TestDelaySequence: base 500 ms, cap 30 s doubles from 500 ms and stays
+// at the cap (docs/semantics.md, "Backoff").
+func TestDelaySequence(t *testing.T) {
 	p := Policy{Attempts: 10, BaseMS: 500, CapMS: 30000}
 	want := []int64{500, 1000, 2000, 4000, 8000, 16000, 30000, 30000}
 	for n, w := range want {

@@ -19,7 +19,7 @@ import (
 
 func runJournal(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: runlog journal verify DIR | dump DIR | state DIR [--at SEQ] | compact DIR")
+		fmt.Fprintln(stderr, "Usage: runlog journal verify DIR | dump DIR | state DIR [--at SEQ] | snapshot DIR")
 		return exitUsage
 	}
 	switch args[0] {
@@ -29,10 +29,14 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 		return runJournalDump(args[1:], stdout, stderr)
 	case "state":
 		return runJournalState(args[1:], stdout, stderr)
+	case "snapshot":
+		return runJournalSnapshot(args[1:], stdout, stderr)
 	case "compact":
-		return runJournalCompact(args[1:], stdout, stderr)
+		// The same act had two names; it has one now.
+		fmt.Fprintln(stderr, "runlog journal: \"compact\" is now called \"snapshot\": run runlog journal snapshot DIR")
+		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "runlog journal: unknown command %q; use verify, dump, state or compact\n", args[0])
+		fmt.Fprintf(stderr, "runlog journal: unknown command %q; use verify, dump, state or snapshot\n", args[0])
 		return exitUsage
 	}
 }

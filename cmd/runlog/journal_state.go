@@ -101,17 +101,18 @@ func runJournalState(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// runJournalCompact opens the journal (it must not be in use: the lock
+// runJournalSnapshot opens the journal (it must not be in use: the lock
 // says so), writes a snapshot of its state and drops the segments the
-// snapshots cover, then prints the disk use before and after.
-func runJournalCompact(args []string, stdout, stderr io.Writer) int {
-	dir, code, ok := journalDir("compact", args, stderr)
+// snapshot covers, as Runner.Snapshot does on a running one, then prints
+// the disk use before and after.
+func runJournalSnapshot(args []string, stdout, stderr io.Writer) int {
+	dir, code, ok := journalDir("snapshot", args, stderr)
 	if !ok {
 		return code
 	}
 	before, err := dirBytes(dir)
 	if err != nil {
-		fmt.Fprintf(stderr, "runlog journal compact: %v\n", err)
+		fmt.Fprintf(stderr, "runlog journal snapshot: %v\n", err)
 		return exitFailure
 	}
 	s, err := embedded.Open(dir, embedded.Options{
@@ -122,20 +123,20 @@ func runJournalCompact(args []string, stdout, stderr io.Writer) int {
 		Now:     time.Now().UnixMilli(),
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "runlog journal compact: %v\n", err)
+		fmt.Fprintf(stderr, "runlog journal snapshot: %v\n", err)
 		return exitFailure
 	}
-	ck, err := s.Checkpoint()
+	ck, err := s.Snapshot()
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "runlog journal compact: %v\n", err)
+		fmt.Fprintf(stderr, "runlog journal snapshot: %v\n", err)
 		return exitFailure
 	}
 	after, err := dirBytes(dir)
 	if err != nil {
-		fmt.Fprintf(stderr, "runlog journal compact: %v\n", err)
+		fmt.Fprintf(stderr, "runlog journal snapshot: %v\n", err)
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "snapshot covers record %d: %d jobs, %d bytes\ndisk: %d bytes before, %d after\n", ck.Seq, ck.Jobs, ck.Bytes, before, after)

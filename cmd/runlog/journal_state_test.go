@@ -60,7 +60,7 @@ func TestJournalStateCompactAndDump(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "state at record 1: jobs=1 pending=1") {
 		t.Fatalf("state at 1 (exit %d):\n%s", code, out)
 	}
-	out, code = run("compact", dir)
+	out, code = run("snapshot", dir)
 	if code != exitOK || !strings.Contains(out, "disk:") {
 		t.Fatalf("compact (exit %d):\n%s", code, out)
 	}
@@ -92,7 +92,7 @@ func TestJournalCompactSegmentSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if code := runJournal([]string{"compact", dir}, &out, &errb); code != exitOK {
+	if code := runJournal([]string{"snapshot", dir}, &out, &errb); code != exitOK {
 		t.Fatalf("compact (exit %d):\n%s%s", code, out.String(), errb.String())
 	}
 	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
@@ -107,5 +107,41 @@ func TestJournalCompactSegmentSize(t *testing.T) {
 		if fi.Size() > runlog.DefaultSegmentSize {
 			t.Errorf("%s is %d bytes after compact; want at most the server's segment size, %d", s, fi.Size(), runlog.DefaultSegmentSize)
 		}
+	}
+}
+
+// TestJournalSnapshotIsTheOnlyName (issue 15): writing a snapshot offline
+// is `journal snapshot`, the word the library (Runner.Snapshot) and the
+// docs use; the old name `journal compact` changes nothing and says what
+// to run instead, and the usage names only the new one.
+func TestJournalSnapshotIsTheOnlyName(t *testing.T) {
+	dir := t.TempDir()
+	r, err := runlog.Open(dir, runlog.Config{Handlers: map[string]runlog.Handler{"ok": runlog.Handle(func(context.Context, []byte) error { return nil })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := runJournal([]string{"compact", dir}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "runlog journal snapshot DIR") {
+		t.Fatalf("journal compact: exit %d, stderr %q; want exit %d pointing at `journal snapshot`", code, errb.String(), exitUsage)
+	}
+	after, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil || strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Fatalf("journal compact changed the directory: %v -> %v (%v)", before, after, err)
+	}
+	out.Reset()
+	errb.Reset()
+	runJournal(nil, &out, &errb)
+	if usage := errb.String(); !strings.Contains(usage, "snapshot DIR") || strings.Contains(usage, "compact") {
+		t.Errorf("usage %q: want `snapshot DIR` and no `compact`", usage)
+	}
+	if code := runJournal([]string{"snapshot", dir}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "snapshot covers record") {
+		t.Fatalf("journal snapshot: exit %d\n%s%s", code, out.String(), errb.String())
 	}
 }

@@ -49,7 +49,7 @@ func init() {
 		"retry":    {summary: "run a failed job again: retry ID", run: runRetry},
 		"targets":  {summary: "show each target's breaker and job counts", run: runTargets},
 		"stats":    {summary: "show job counts by state and the queue lag", run: runStats},
-		"journal":  {summary: "inspect a journal directory: journal verify DIR | dump DIR | state DIR --at SEQ | compact DIR", run: runJournal},
+		"journal":  {summary: "inspect a journal directory: journal verify DIR | dump DIR | state DIR --at SEQ | snapshot DIR", run: runJournal},
 		"migrate":  {summary: "create or upgrade the PostgreSQL schema: migrate --postgres URL", run: runMigrate},
 		"loadtest": {summary: "measure enqueue and delivery throughput against a server", run: runLoadtest, hidden: true},
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,3 +115,24 @@ func TestMigrateAndServeOnPostgres(t *testing.T) {
 
 // quietServeLogger drops the server's logs.
 func quietServeLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestServerOnPostgresNeedsNoDir (issue 15): server.Config.Dir says it is
+// required unless Postgres is set, and it is: a server on PostgreSQL starts
+// without a data directory and creates none.
+func TestServerOnPostgresNeedsNoDir(t *testing.T) {
+	url := pgtest.URL(t)
+	t.Chdir(t.TempDir())
+	srv, err := server.Start(server.Config{Postgres: url, Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("Start on PostgreSQL without Dir: %v", err)
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := os.ReadDir("."); err != nil || len(left) != 0 {
+		t.Fatalf("a server on PostgreSQL left %v in its working directory (%v)", left, err)
+	}
+	if _, err := server.Start(server.Config{Addr: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "--data") {
+		t.Fatalf("Start with neither Dir nor Postgres: %v, want an error naming --data", err)
+	}
+}

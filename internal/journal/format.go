@@ -116,10 +116,14 @@ const (
 	FrameHeaderSize = 16
 	// frameAlign is the alignment of every frame.
 	frameAlign = 8
-	// maxLength is the largest length the frame format can carry; Options
-	// cap MaxRecordSize below it.
-	maxLength = 1<<31 - 1
 )
+
+// maxRecordSizeLimit is the largest Options.MaxRecordSize accepted: 1 GiB,
+// well below what a frame's u32 length field can carry, so that a length
+// read from a damaged frame never asks for more memory than that. It is a
+// limit of this package, not of the format: it may grow without a new
+// format version.
+const maxRecordSizeLimit = 1 << 30
 
 // File naming.
 const (
@@ -273,8 +277,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.SegmentSize < 0 {
 		return o, fmt.Errorf("journal: Options.SegmentSize is %d; use a positive size or 0 for the default", o.SegmentSize)
 	}
-	if o.MaxRecordSize < 0 || o.MaxRecordSize > 1<<30 {
-		return o, fmt.Errorf("journal: Options.MaxRecordSize is %d; use 1 to 1073741824 bytes, or 0 for the default", o.MaxRecordSize)
+	if o.MaxRecordSize < 0 || o.MaxRecordSize > maxRecordSizeLimit {
+		return o, fmt.Errorf("journal: Options.MaxRecordSize is %d; use 1 to %d bytes, or 0 for the default", o.MaxRecordSize, maxRecordSizeLimit)
 	}
 	return o, nil
 }

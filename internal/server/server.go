@@ -44,10 +44,12 @@ const (
 // token.
 var ErrInsecure = errors.New("server: refusing to listen beyond loopback without a token")
 
-// Config configures Start. The zero value (plus Dir) is a valid
+// Config configures Start. The zero value plus Dir (or Postgres) is a valid
 // configuration: loopback, no token, runlog's default policies.
 type Config struct {
-	// Dir is the journal directory (required unless Postgres is set).
+	// Dir is the journal directory, created if missing: the embedded
+	// store's journal and snapshots, and the free-space check. Required
+	// unless Postgres is set; with Postgres it is not used.
 	Dir string
 	// Postgres, when set, is the connection string of the PostgreSQL
 	// database the runner stores its jobs in (schema migrated at start),
@@ -106,8 +108,8 @@ type Server struct {
 // Start checks cfg, opens the journal (replaying it), listens on cfg.Addr and
 // serves the API in the background until Shutdown.
 func Start(cfg Config) (*Server, error) {
-	if cfg.Dir == "" {
-		return nil, errors.New("server: no data directory: set --data or RUNLOG_DATA")
+	if cfg.Dir == "" && cfg.Postgres == "" {
+		return nil, errors.New("server: no data directory: set --data or RUNLOG_DATA (or --postgres to store jobs in PostgreSQL)")
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = DefaultAddr
@@ -210,7 +212,11 @@ func Start(cfg Config) (*Server, error) {
 		serveErr: make(chan error, 1),
 	}
 	go func() { s.serveErr <- s.http.Serve(strictListener{ln}) }()
-	cfg.Logger.Info("runlog serving", "addr", s.Addr(), "data", cfg.Dir, "auth", cfg.Token != "",
+	data := cfg.Dir
+	if cfg.Postgres != "" {
+		data = "PostgreSQL" // Dir is not used
+	}
+	cfg.Logger.Info("runlog serving", "addr", s.Addr(), "data", data, "auth", cfg.Token != "",
 		"exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts))
 	return s, nil
 }

@@ -1,6 +1,6 @@
-// Package snapshot stores checkpoints of the engine's durable state next to
+// Package snapshot stores snapshots of the engine's durable state next to
 // its journal, so that opening replays only the journal after the newest
-// checkpoint, and old journal segments can be dropped.
+// snapshot, and old journal segments can be dropped.
 //
 // # Format
 //

@@ -31,7 +31,7 @@ const flagBreakerFailed = 1
 // a uvarint length then that many bytes):
 //
 //	byte     version (1)
-//	byte     kind (1-8)
+//	byte     kind (1-9)
 //	uvarint  id
 //	varint   at
 //	then by kind:
@@ -39,19 +39,19 @@ const flagBreakerFailed = 1
 //	         string key, varint attempts, varint base, varint cap,
 //	         varint deadline, varint timeout
 //	start    uvarint attempt
-//	succeed, fail, retry
+//	succeed, fail, requeue
 //	         uvarint attempt, byte class (0-4), byte flags (bit 0:
 //	         breaker failed), string error, bytes output,
-//	         and for retry only: varint due
+//	         and for requeue only: varint due
 //	defer    varint due
 //	cancel   string reason
-//	revive   varint due
+//	retry    varint due
 //	expire   (id 0) varint succeeded, varint cancelled, varint failed,
 //	         uvarint n, then n times: string kind, varint succeeded,
 //	         varint cancelled, varint failed
 //
 // Fields a kind does not list are not written. Encode does not validate: an
-// op with kind 0 or above OpRevive, id 0, or an OpEnqueue without a Spec
+// op with kind 0 or above OpExpire, id 0, or an OpEnqueue without a Spec
 // (written as an empty Spec) gives a record Decode rejects or reads back
 // differently. Every op that Decode returns encodes back to the same bytes.
 func Encode(dst []byte, op *Op) []byte {
@@ -68,7 +68,7 @@ func Encode(dst []byte, op *Op) []byte {
 		dst = putSpec(dst, sp)
 	case OpStart:
 		dst = putUvarint(dst, uint64(op.Attempt))
-	case OpSucceed, OpFail, OpRetry:
+	case OpSucceed, OpFail, OpRequeue:
 		dst = putUvarint(dst, uint64(op.Attempt))
 		var flags byte
 		if op.BreakerFailed {
@@ -77,10 +77,10 @@ func Encode(dst []byte, op *Op) []byte {
 		dst = append(dst, byte(op.Class), flags)
 		dst = putString(dst, op.Error)
 		dst = putBytes(dst, op.Output)
-		if op.Kind == OpRetry {
+		if op.Kind == OpRequeue {
 			dst = putVarint(dst, op.Due)
 		}
-	case OpDefer, OpRevive:
+	case OpDefer, OpRetry:
 		dst = putVarint(dst, op.Due)
 	case OpCancel:
 		dst = putString(dst, op.Error)
@@ -155,7 +155,7 @@ func Decode(b []byte) (Op, error) {
 		op.Spec = sp
 	case OpStart:
 		op.Attempt = d.attempt()
-	case OpSucceed, OpFail, OpRetry:
+	case OpSucceed, OpFail, OpRequeue:
 		op.Attempt = d.attempt()
 		class, flags := d.byte("class"), d.byte("flags")
 		if d.err == nil && class > byte(retry.Unsafe) {
@@ -167,10 +167,10 @@ func Decode(b []byte) (Op, error) {
 		op.Class, op.BreakerFailed = retry.Class(class), flags&flagBreakerFailed != 0
 		op.Error = d.string("error")
 		op.Output = d.bytes("output")
-		if op.Kind == OpRetry {
+		if op.Kind == OpRequeue {
 			op.Due = d.varint("due")
 		}
-	case OpDefer, OpRevive:
+	case OpDefer, OpRetry:
 		op.Due = d.varint("due")
 	case OpCancel:
 		op.Error = d.string("reason")

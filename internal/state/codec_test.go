@@ -33,13 +33,13 @@ func goldenOps() []struct {
 		{"enqueue", Op{Kind: OpEnqueue, ID: 1, At: 1700000000000, Due: 1700000000500, Spec: spec}},
 		{"enqueue-minimal", Op{Kind: OpEnqueue, ID: 2, At: 0, Due: -1, Spec: &Spec{Policy: retry.Policy{Attempts: 1}}}},
 		{"start", Op{Kind: OpStart, ID: 1, At: 1700000000500, Attempt: 1}},
-		{"retry", Op{Kind: OpRetry, ID: 1, At: 1700000000600, Due: 1700000001100, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503", Output: []byte("busy")}},
+		{"requeue", Op{Kind: OpRequeue, ID: 1, At: 1700000000600, Due: 1700000001100, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503", Output: []byte("busy")}},
 		{"succeed", Op{Kind: OpSucceed, ID: 1, At: 1700000001200, Attempt: 2, Class: retry.Success}},
 		{"fail-attempt", Op{Kind: OpFail, ID: 7, At: 1700000000000, Attempt: 3, Class: retry.Permanent, Error: "permanent failure: 404"}},
 		{"fail-admission", Op{Kind: OpFail, ID: 7, At: 1700000000000, Error: "deadline passed before the first attempt"}},
 		{"defer", Op{Kind: OpDefer, ID: 7, At: 1700000000000, Due: 1700000030000}},
 		{"cancel", Op{Kind: OpCancel, ID: 7, At: 1700000000000, Error: "by operator"}},
-		{"revive", Op{Kind: OpRevive, ID: 18446744073709551615, At: 1700000000000, Due: 1700000000000}},
+		{"retry", Op{Kind: OpRetry, ID: 18446744073709551615, At: 1700000000000, Due: 1700000000000}},
 		{"expire", Op{Kind: OpExpire, At: 1700000000000, Retention: &Retention{SucceededMS: 86400000, CancelledMS: 86400000, FailedMS: 604800000,
 			PerKind: []KindRetention{{Kind: "audit", SucceededMS: 0, CancelledMS: 3600000, FailedMS: -1}, {Kind: "email", SucceededMS: 60000}}}}},
 	}
@@ -125,7 +125,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"class 5", []byte{1, byte(OpSucceed), 1, 0, 1, 5, 0, 0, 0}, "class 5 out of range", false},
 		{"unknown flag", []byte{1, byte(OpSucceed), 1, 0, 1, 1, 2, 0, 0}, "unknown flags 0x2", false},
 		{"string past the end", []byte{1, byte(OpCancel), 1, 0, 5, 'a'}, "reason: length 5 but only 1 bytes left", false},
-		{"trailing byte", append(append([]byte(nil), valid...), 0), "1 trailing bytes after a retry op", false},
+		{"trailing byte", append(append([]byte(nil), valid...), 0), "1 trailing bytes after a requeue op", false},
 		{"retry without due", valid[:len(valid)-1], "due: varint runs past the end", false},
 		{"enqueue cut in a string", enq[:30], "target: length 26 but only 8 bytes left", false},
 		{"enqueue cut in the policy", enq[:len(enq)-2], "timeout: varint runs past the end", false},
@@ -174,7 +174,7 @@ func TestEncodeEdgeRoundTrips(t *testing.T) {
 		{"negative policy fields survive", Op{Kind: OpEnqueue, ID: 1, Spec: &Spec{Policy: retry.Policy{Attempts: -1, BaseMS: -2, CapMS: -3, DeadlineMS: -4}, TimeoutMS: -5}},
 			Op{Kind: OpEnqueue, ID: 1, Spec: &Spec{Policy: retry.Policy{Attempts: -1, BaseMS: -2, CapMS: -3, DeadlineMS: -4}, TimeoutMS: -5}}},
 		{"fields a kind does not use are dropped", Op{Kind: OpDefer, ID: 3, Due: 9, Error: "x", Attempt: 4, Class: retry.Success}, Op{Kind: OpDefer, ID: 3, Due: 9}},
-		{"extreme times", Op{Kind: OpRevive, ID: 1, At: -1 << 63, Due: 1<<63 - 1}, Op{Kind: OpRevive, ID: 1, At: -1 << 63, Due: 1<<63 - 1}},
+		{"extreme times", Op{Kind: OpRetry, ID: 1, At: -1 << 63, Due: 1<<63 - 1}, Op{Kind: OpRetry, ID: 1, At: -1 << 63, Due: 1<<63 - 1}},
 		{"max attempt", Op{Kind: OpStart, ID: 1, Attempt: 1<<32 - 1}, Op{Kind: OpStart, ID: 1, Attempt: 1<<32 - 1}},
 	}
 	for _, tt := range tests {
@@ -195,7 +195,7 @@ func TestEncodeEdgeRoundTrips(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	want := []string{"kind(0)", "enqueue", "start", "succeed", "fail", "retry", "defer", "cancel", "revive", "expire", "kind(10)"}
+	want := []string{"kind(0)", "enqueue", "start", "succeed", "fail", "requeue", "defer", "cancel", "retry", "expire", "kind(10)"}
 	for k, w := range want {
 		if got := Kind(k).String(); got != w {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, w)
@@ -277,5 +277,16 @@ func TestStoredValuesFrozen(t *testing.T) {
 	j, _ := s.Job(1)
 	if b := appendSnapshotJob(nil, j); len(b) < 2 || b[1] != 4 {
 		t.Errorf("a cancelled job's snapshot record starts % x, want its state byte 4 after the id", b[:min(len(b), 4)])
+	}
+}
+
+// TestOpCodesFrozen pins each op kind to its code in the record format:
+// a rename (OpRetry became OpRequeue and OpRevive became OpRetry) must
+// never move a code, or old journals would replay as other ops.
+func TestOpCodesFrozen(t *testing.T) {
+	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9} {
+		if byte(k) != want {
+			t.Errorf("%v has code %d; its code is %d, frozen by the journal format", k, byte(k), want)
+		}
 	}
 }

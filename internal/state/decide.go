@@ -21,7 +21,7 @@ type Facts struct {
 	ID        uint64
 	Policy    retry.Policy
 	Due       int64 // the due time of the job (of its interrupted attempt, for OrphanJob)
-	FirstDue  int64 // the due time at enqueue (or revive): the policy deadline counts from it
+	FirstDue  int64 // the due time at enqueue (or the last retry by hand): the policy deadline counts from it
 	Fails     int
 	Started   uint32 // attempts ever started
 	LastError string
@@ -44,7 +44,7 @@ func (s *State) Admit(id uint64, now int64) Op {
 }
 
 // AdmitJob decides what happens to the pending job f at now, when it is
-// due and the engine has a slot for it (the seed's admission), under its
+// due and the engine has a slot for it, under its
 // target's breaker br: OpStart of attempt Started+1 when the policy and
 // the breaker admit it; OpDefer to when the breaker may admit (at least
 // now+1) when the breaker refuses, counting no attempt; OpFail when the
@@ -93,7 +93,7 @@ func (s *State) Settle(id uint64, attempt uint32, class retry.Class, afterMS int
 }
 
 // SettleJob decides what follows the open attempt `attempt` of job f, which
-// ended at now with class (the seed's plan): OpSucceed; OpRetry at now +
+// ended at now with class: OpSucceed; OpRequeue at now +
 // the wait (the server's afterMS capped at the policy's cap when afterMS ≥
 // 0, else the jittered backoff drawn with r); or OpFail with the reason:
 // "permanent failure: <err>", "unsafe failure, not retried: <err>", "gave
@@ -119,7 +119,7 @@ func SettleJob(f Facts, attempt uint32, class retry.Class, afterMS int64, errTex
 	case class == retry.Success:
 		op.Kind = OpSucceed
 	case !stop:
-		op.Kind, op.Due, op.Error = OpRetry, addSat(now, wait), errText
+		op.Kind, op.Due, op.Error = OpRequeue, addSat(now, wait), errText
 	case class == retry.Permanent:
 		op.Kind, op.Error = OpFail, withError("permanent failure", errText)
 	case class == retry.Unsafe:
@@ -133,7 +133,7 @@ func SettleJob(f Facts, attempt uint32, class retry.Class, afterMS int64, errTex
 }
 
 // Orphan decides what happens to the job id found running when the journal
-// is opened (its attempt died with the process, seed SPEC §1.3): OrphanJob
+// is opened (its attempt died with the process): OrphanJob
 // with the error "interrupted: the process stopped during attempt N". It
 // returns a zero Op when id is not running.
 func (s *State) Orphan(id uint64, now int64) Op {
@@ -146,8 +146,8 @@ func (s *State) Orphan(id uint64, now int64) Op {
 
 // OrphanJob decides what happens to the running job f whose attempt died
 // without an outcome (its process stopped, or its node stopped renewing
-// the lease; why says which): OpRetry due at once (at its old due time, so
-// that it goes before the jobs that queued behind it; the seed used now),
+// the lease; why says which): OpRequeue due at once (at its old due time, so
+// that it goes before the jobs that queued behind it),
 // counting one failure of the job, with class 0 (no outcome is known) and
 // the error "interrupted: <why> during attempt N". A crash is not the
 // target's fault, so it does not count against the breaker; a half-open
@@ -159,7 +159,7 @@ func OrphanJob(f Facts, now int64, why string) Op {
 	// that queued behind it should not overtake work a crash cut short);
 	// never later than now.
 	return Op{
-		Kind: OpRetry, ID: f.ID, At: now, Due: min(f.Due, now), Attempt: f.Started,
+		Kind: OpRequeue, ID: f.ID, At: now, Due: min(f.Due, now), Attempt: f.Started,
 		Class: 0, BreakerFailed: false, // no outcome is known: see Breaker.Release
 		Error: fmt.Sprintf("interrupted: %s during attempt %d", why, f.Started),
 	}

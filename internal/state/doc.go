@@ -5,7 +5,7 @@
 //
 //  1. decide: a pure decision (Admit, Settle, Orphan) reads the State and
 //     returns the Op to journal, or the engine builds an OpEnqueue,
-//     OpCancel or OpRevive itself;
+//     OpCancel or OpRetry itself;
 //  2. journal: Encode the op and append it durably;
 //  3. apply: State.Apply(op).
 //

@@ -19,11 +19,11 @@ const (
 	Running
 	// Succeeded: an attempt succeeded.
 	Succeeded
-	// Failed: dead; no more automatic attempts. Reason says why. Revive
-	// makes it pending again.
+	// Failed: dead; no more automatic attempts. Reason says why. A retry
+	// by hand (OpRetry) makes it pending again.
 	Failed
-	// Cancelled: cancelled by hand, with a reason. Revive makes it pending
-	// again.
+	// Cancelled: cancelled by hand, with a reason. A retry by hand (OpRetry)
+	// makes it pending again.
 	Cancelled
 )
 
@@ -55,7 +55,8 @@ const MaxAttemptHistory = 32
 
 // Attempt is one run of a job's work, as recorded in its history.
 type Attempt struct {
-	// N is the attempt's number, from 1; it keeps growing across revives.
+	// N is the attempt's number, from 1; it keeps growing across retries by
+	// hand.
 	N uint32
 	// StartedAt and EndedAt are when it started and, once Ended, ended.
 	StartedAt, EndedAt int64
@@ -82,7 +83,7 @@ type Job struct {
 	// Due is when the job may next start (pending), or last became due.
 	Due int64
 	// FirstDue is the due time the policy deadline counts from: the
-	// enqueue's due time, or the revive's.
+	// enqueue's due time, or that of the last retry by hand.
 	FirstDue int64
 	// EnqueuedAt is when the job was enqueued.
 	EnqueuedAt int64
@@ -90,7 +91,7 @@ type Job struct {
 	// not).
 	FinishedAt int64
 	// Fails is the number of failed attempts since the enqueue or the last
-	// revive: what the retry budget counts.
+	// retry by hand: what the retry budget counts.
 	Fails int
 	// LastError is the error of the most recent failed attempt.
 	LastError string

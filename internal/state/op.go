@@ -23,17 +23,21 @@ const (
 	// is the attempt it ends, or 0 when admission refused a pending job
 	// (deadline passed, attempts spent).
 	OpFail
-	// OpRetry ends attempt Attempt with a failure that counts against the
-	// job's budget (the seed's Requeue): pending again at Due.
-	OpRetry
+	// OpRequeue ends attempt Attempt with a failure that counts against the
+	// job's budget and puts the job back in the queue: pending again at Due,
+	// the automatic retry after a retryable failure. (Code 5; named OpRetry
+	// before the manual retry took that name.)
+	OpRequeue
 	// OpDefer moves a pending job to Due because its target's breaker
 	// refused it; no attempt is counted.
 	OpDefer
 	// OpCancel cancels a pending or running job with the reason Error.
 	OpCancel
-	// OpRevive makes a dead (or cancelled) job pending again at Due with a
-	// fresh budget: a manual retry.
-	OpRevive
+	// OpRetry makes a failed (or cancelled) job pending again at Due with a
+	// fresh budget: the operator's retry (Runner.Retry, POST
+	// /v1/jobs/{id}/retry, runlog retry ID). (Code 8; named OpRevive
+	// before.)
+	OpRetry
 	// OpExpire drops, at At, every finished job whose retention (by the
 	// op's Retention) has run out, and releases its idempotency key. ID is
 	// 0: it is about no one job.
@@ -51,14 +55,14 @@ func (k Kind) String() string {
 		return "succeed"
 	case OpFail:
 		return "fail"
-	case OpRetry:
-		return "retry"
+	case OpRequeue:
+		return "requeue"
 	case OpDefer:
 		return "defer"
 	case OpCancel:
 		return "cancel"
-	case OpRevive:
-		return "revive"
+	case OpRetry:
+		return "retry"
 	case OpExpire:
 		return "expire"
 	}
@@ -66,7 +70,7 @@ func (k Kind) String() string {
 }
 
 // outcome reports whether k ends an attempt.
-func (k Kind) outcome() bool { return k == OpSucceed || k == OpFail || k == OpRetry }
+func (k Kind) outcome() bool { return k == OpSucceed || k == OpFail || k == OpRequeue }
 
 // Op is one state change, the unit the engine journals before applying it.
 // Fields a kind does not use are zero (and are not encoded).
@@ -78,8 +82,8 @@ type Op struct {
 	// At is when the op happened, in ms since the Unix epoch: the enqueue
 	// time, the start's now, the outcome's time, the cancel time.
 	At int64
-	// Due is the job's new due time: for OpEnqueue, OpRetry (the next
-	// try), OpDefer (when the breaker may admit) and OpRevive.
+	// Due is the job's new due time: for OpEnqueue, OpRequeue (the next
+	// try), OpDefer (when the breaker may admit) and OpRetry.
 	Due int64
 	// Attempt is, for OpStart, the attempt it begins (attempts started
 	// so far + 1); for an outcome op, the attempt it ends, or 0 for an
@@ -95,7 +99,7 @@ type Op struct {
 	// failure for its target's breaker.
 	BreakerFailed bool
 	// Error is the reason of OpFail and OpCancel and the error text of
-	// OpRetry.
+	// OpRequeue.
 	Error string
 	// Output is, for outcome ops, the attempt's output, already bounded
 	// by the caller. Apply keeps it: the caller must not modify it

@@ -259,7 +259,7 @@ func (m *sim) stale() {
 	id := m.anyID()
 	j, ok := m.live.Job(id)
 	if !ok {
-		op := Op{Kind: Kind(rapid.IntRange(int(OpStart), int(OpRevive)).Draw(m.t, "kind")), ID: id + m.live.NextID(), At: m.now}
+		op := Op{Kind: Kind(rapid.IntRange(int(OpStart), int(OpRetry)).Draw(m.t, "kind")), ID: id + m.live.NextID(), At: m.now}
 		if op.Kind == OpStart || op.Kind.outcome() {
 			op.Attempt = 1
 		}
@@ -283,7 +283,7 @@ func (m *sim) stale() {
 		if len(j.Attempts) == 0 || !j.Attempts[0].Ended {
 			return
 		}
-		op = Op{Kind: OpRetry, ID: id, At: m.now, Due: m.now, Attempt: j.Attempts[0].N, Class: retry.Retryable, BreakerFailed: true}
+		op = Op{Kind: OpRequeue, ID: id, At: m.now, Due: m.now, Attempt: j.Attempts[0].N, Class: retry.Retryable, BreakerFailed: true}
 	case 3: // an enqueue of an existing id
 		op = Op{Kind: OpEnqueue, ID: id, At: m.now, Due: m.now, Spec: &Spec{Target: "z", Policy: retry.Policy{Attempts: 1}}}
 	}
@@ -320,7 +320,7 @@ func TestReplayEqualsLive(t *testing.T) {
 			case 7:
 				m.step(Op{Kind: OpCancel, ID: m.anyID(), At: m.now, Error: "cancelled by test"})
 			case 8:
-				m.step(Op{Kind: OpRevive, ID: m.anyID(), At: m.now, Due: m.now + rapid.Int64Range(0, 500).Draw(t, "reviveIn")})
+				m.step(Op{Kind: OpRetry, ID: m.anyID(), At: m.now, Due: m.now + rapid.Int64Range(0, 500).Draw(t, "reviveIn")})
 			case 9:
 				// Mostly forward; sometimes the wall clock steps back.
 				m.now += rapid.Int64Range(-50, 3000).Draw(t, "dt")
@@ -400,7 +400,7 @@ func ExampleState_Admit() {
 		}
 	}
 	// Output:
-	// 1000: start, then retry: pending
+	// 1000: start, then requeue: pending
 	// 1277: start, then fail: failed
 	// reason: gave up after 2 attempts: 503 Service Unavailable
 }

@@ -18,7 +18,7 @@ func sampleState() *State {
 		s.Apply(&Op{Kind: OpEnqueue, ID: id, At: 10, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Key: string(rune('a' + id)), Payload: []byte("p"), Policy: pol}})
 	}
 	s.Apply(&Op{Kind: OpStart, ID: 1, At: 20, Attempt: 1})
-	s.Apply(&Op{Kind: OpRetry, ID: 1, At: 30, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503", Output: []byte("busy"), Due: 40})
+	s.Apply(&Op{Kind: OpRequeue, ID: 1, At: 30, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503", Output: []byte("busy"), Due: 40})
 	s.Apply(&Op{Kind: OpStart, ID: 2, At: 20, Attempt: 1})
 	s.Apply(&Op{Kind: OpCancel, ID: 3, At: 20, Error: "no"})
 	return s

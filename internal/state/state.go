@@ -87,8 +87,8 @@ func New(cfg Config) *State {
 // enqueue of an id that exists or of a key another job holds, a start of a
 // job that is not pending or with an attempt number other than Started+1,
 // an outcome for an attempt that is not open, a defer of a job that is not
-// pending, a cancel of a finished job, a revive of a job that is not
-// failed or cancelled.
+// pending, a cancel of a finished job, a retry by hand of a job that is
+// not failed or cancelled.
 //
 // Starts, defers and outcomes are Step on the job and its target's
 // breaker (the rules the PostgreSQL store applies to its rows too), plus
@@ -109,12 +109,12 @@ func (s *State) Apply(op *Op) {
 	switch op.Kind {
 	case OpEnqueue:
 		s.enqueue(op)
-	case OpStart, OpDefer, OpSucceed, OpFail, OpRetry:
+	case OpStart, OpDefer, OpSucceed, OpFail, OpRequeue:
 		s.step(op)
 	case OpCancel:
 		s.cancel(op)
-	case OpRevive:
-		s.revive(op)
+	case OpRetry:
+		s.retryJob(op)
 	case OpExpire:
 		s.expire(op)
 	}
@@ -253,7 +253,7 @@ func (s *State) cancel(op *Op) {
 	s.finish(j, Cancelled, op.At, op.Error)
 }
 
-func (s *State) revive(op *Op) {
+func (s *State) retryJob(op *Op) {
 	j := s.job(op.ID)
 	if j == nil || (j.State != Failed && j.State != Cancelled) {
 		return

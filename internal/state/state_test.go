@@ -101,7 +101,7 @@ func TestApply(t *testing.T) {
 				t.Fatalf("job %+v", j)
 			}
 		}},
-		{"retry", []Op{enq(1, 1000, "a", "", pol3), start1, {Kind: OpRetry, ID: 1, At: 1100, Due: 1300, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503"}}, func(t *testing.T, s *State, j *Job) {
+		{"retry", []Op{enq(1, 1000, "a", "", pol3), start1, {Kind: OpRequeue, ID: 1, At: 1100, Due: 1300, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503"}}, func(t *testing.T, s *State, j *Job) {
 			if j.State != Pending || j.Due != 1300 || j.FirstDue != 1000 || j.Fails != 1 || j.LastError != "503" {
 				t.Fatalf("job %+v", j)
 			}
@@ -128,7 +128,7 @@ func TestApply(t *testing.T) {
 				t.Fatal("a failed job is still due")
 			}
 		}},
-		{"succeed or retry outside an attempt is a no-op", []Op{enq(1, 1000, "a", "", pol3), {Kind: OpSucceed, ID: 1, At: 1}, {Kind: OpRetry, ID: 1, At: 1, Due: 7}}, func(t *testing.T, s *State, j *Job) {
+		{"succeed or retry outside an attempt is a no-op", []Op{enq(1, 1000, "a", "", pol3), {Kind: OpSucceed, ID: 1, At: 1}, {Kind: OpRequeue, ID: 1, At: 1, Due: 7}}, func(t *testing.T, s *State, j *Job) {
 			if j.State != Pending || j.Due != 1000 {
 				t.Fatalf("job %+v", j)
 			}
@@ -139,7 +139,7 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"outcome for a stale attempt is a no-op", []Op{enq(1, 1000, "a", "", pol3), start1,
-			{Kind: OpRetry, ID: 1, At: 1100, Due: 1100, Attempt: 1, Class: retry.Retryable, BreakerFailed: true},
+			{Kind: OpRequeue, ID: 1, At: 1100, Due: 1100, Attempt: 1, Class: retry.Retryable, BreakerFailed: true},
 			{Kind: OpStart, ID: 1, At: 1100, Attempt: 2},
 			{Kind: OpSucceed, ID: 1, At: 1200, Attempt: 1},
 			{Kind: OpSucceed, ID: 1, At: 1200, Attempt: 3}}, func(t *testing.T, s *State, j *Job) {
@@ -173,7 +173,7 @@ func TestApply(t *testing.T) {
 		}},
 		{"cancel running, then its outcome feeds only breaker and history", []Op{enq(1, 1000, "a", "", pol3), start1,
 			{Kind: OpCancel, ID: 1, At: 1050, Error: "stop"},
-			{Kind: OpRetry, ID: 1, At: 1100, Due: 1200, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503"}}, func(t *testing.T, s *State, j *Job) {
+			{Kind: OpRequeue, ID: 1, At: 1100, Due: 1200, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503"}}, func(t *testing.T, s *State, j *Job) {
 			if j.State != Cancelled || j.Reason != "stop" || j.Fails != 0 || j.Due != 1000 || len(s.Running()) != 0 {
 				t.Fatalf("job %+v", j)
 			}
@@ -191,20 +191,20 @@ func TestApply(t *testing.T) {
 		}},
 		{"revive a dead job", []Op{enq(1, 1000, "a", "", pol3), start1,
 			{Kind: OpFail, ID: 1, At: 1100, Attempt: 1, Class: retry.Unsafe, BreakerFailed: true, Error: "unsafe"},
-			{Kind: OpRevive, ID: 1, At: 2000, Due: 2500}}, func(t *testing.T, s *State, j *Job) {
+			{Kind: OpRetry, ID: 1, At: 2000, Due: 2500}}, func(t *testing.T, s *State, j *Job) {
 			if j.State != Pending || j.Due != 2500 || j.FirstDue != 2500 || j.Fails != 0 || j.Started != 1 || j.Reason != "" || j.FinishedAt != 0 {
 				t.Fatalf("job %+v", j)
 			}
 		}},
-		{"revive of a pending or succeeded job is a no-op", []Op{enq(1, 1000, "a", "", pol3), {Kind: OpRevive, ID: 1, Due: 5},
-			enq(2, 1000, "a", "", pol3), {Kind: OpStart, ID: 2, At: 1000, Attempt: 1}, {Kind: OpSucceed, ID: 2, At: 1001, Attempt: 1}, {Kind: OpRevive, ID: 2, Due: 5}}, func(t *testing.T, s *State, j *Job) {
+		{"revive of a pending or succeeded job is a no-op", []Op{enq(1, 1000, "a", "", pol3), {Kind: OpRetry, ID: 1, Due: 5},
+			enq(2, 1000, "a", "", pol3), {Kind: OpStart, ID: 2, At: 1000, Attempt: 1}, {Kind: OpSucceed, ID: 2, At: 1001, Attempt: 1}, {Kind: OpRetry, ID: 2, Due: 5}}, func(t *testing.T, s *State, j *Job) {
 			if j.Due != 1000 || mustJob(t, s, 2).State != Succeeded {
 				t.Fatalf("job %+v", j)
 			}
 		}},
 		{"revive a cancelled running job: the old attempt still lands in history", []Op{enq(1, 1000, "a", "", pol3), start1,
 			{Kind: OpCancel, ID: 1, At: 1010},
-			{Kind: OpRevive, ID: 1, At: 1020, Due: 1020},
+			{Kind: OpRetry, ID: 1, At: 1020, Due: 1020},
 			{Kind: OpStart, ID: 1, At: 1030, Attempt: 2},
 			{Kind: OpSucceed, ID: 1, At: 1040, Attempt: 1, Class: retry.Success}}, func(t *testing.T, s *State, j *Job) {
 			if j.State != Running || j.Started != 2 || !j.Attempts[0].Ended || j.Attempts[1].Ended {
@@ -213,7 +213,7 @@ func TestApply(t *testing.T) {
 		}},
 		{"ops on unknown ids and kinds are no-ops", []Op{enq(1, 1000, "a", "", pol3),
 			{Kind: OpStart, ID: 9, Attempt: 1}, {Kind: OpSucceed, ID: 9, Attempt: 1}, {Kind: OpFail, ID: 9}, {Kind: OpDefer, ID: 9},
-			{Kind: OpCancel, ID: 9}, {Kind: OpRevive, ID: 9}, {Kind: 0, ID: 1}, {Kind: 42, ID: 1}}, func(t *testing.T, s *State, j *Job) {
+			{Kind: OpCancel, ID: 9}, {Kind: OpRetry, ID: 9}, {Kind: 0, ID: 1}, {Kind: 42, ID: 1}}, func(t *testing.T, s *State, j *Job) {
 			if s.Len() != 1 || j.State != Pending || s.NextID() != 2 {
 				t.Fatalf("job %+v", j)
 			}
@@ -233,7 +233,7 @@ func TestAttemptHistoryBounded(t *testing.T) {
 	apply(t, s, enq(1, 0, "a", "", retry.Policy{Attempts: 100}))
 	for n := uint32(1); n <= MaxAttemptHistory+8; n++ {
 		apply(t, s, Op{Kind: OpStart, ID: 1, At: int64(n), Attempt: n},
-			Op{Kind: OpRetry, ID: 1, At: int64(n), Due: int64(n), Attempt: n, Error: fmt.Sprint(n)})
+			Op{Kind: OpRequeue, ID: 1, At: int64(n), Due: int64(n), Attempt: n, Error: fmt.Sprint(n)})
 	}
 	j := mustJob(t, s, 1)
 	if len(j.Attempts) != MaxAttemptHistory || j.Attempts[0].N != 9 || j.Attempts[MaxAttemptHistory-1].N != MaxAttemptHistory+8 {
@@ -304,12 +304,12 @@ func TestAdmitDecisions(t *testing.T) {
 	}{
 		{"start", []Op{enq(1, 1000, "a", "", dl)}, 1000, Op{Kind: OpStart, ID: 1, At: 1000, Attempt: 1}},
 		{"late before any attempt", []Op{enq(1, 1000, "a", "", dl)}, 1500, Op{Kind: OpFail, ID: 1, At: 1500, Error: "deadline passed before the first attempt"}},
-		{"late after a failure", []Op{enq(1, 1000, "a", "", dl), {Kind: OpStart, ID: 1, At: 1000, Attempt: 1}, {Kind: OpRetry, ID: 1, At: 1001, Due: 1100, Attempt: 1, Error: "503"}}, 1500,
+		{"late after a failure", []Op{enq(1, 1000, "a", "", dl), {Kind: OpStart, ID: 1, At: 1000, Attempt: 1}, {Kind: OpRequeue, ID: 1, At: 1001, Due: 1100, Attempt: 1, Error: "503"}}, 1500,
 			Op{Kind: OpFail, ID: 1, At: 1500, Error: "deadline passed: 503"}},
-		{"spent", []Op{enq(1, 1000, "a", "", dl), {Kind: OpStart, ID: 1, At: 1000, Attempt: 1}, {Kind: OpRetry, ID: 1, At: 1001, Due: 1001, Attempt: 1, Error: "a"},
-			{Kind: OpStart, ID: 1, At: 1002, Attempt: 2}, {Kind: OpRetry, ID: 1, At: 1003, Due: 1003, Attempt: 2, Error: "interrupted"}}, 1004,
+		{"spent", []Op{enq(1, 1000, "a", "", dl), {Kind: OpStart, ID: 1, At: 1000, Attempt: 1}, {Kind: OpRequeue, ID: 1, At: 1001, Due: 1001, Attempt: 1, Error: "a"},
+			{Kind: OpStart, ID: 1, At: 1002, Attempt: 2}, {Kind: OpRequeue, ID: 1, At: 1003, Due: 1003, Attempt: 2, Error: "interrupted"}}, 1004,
 			Op{Kind: OpFail, ID: 1, At: 1004, Error: "gave up after 2 attempts: interrupted"}},
-		{"second attempt number", []Op{enq(1, 1000, "a", "", dl), {Kind: OpStart, ID: 1, At: 1000, Attempt: 1}, {Kind: OpRetry, ID: 1, At: 1001, Due: 1001, Attempt: 1}}, 1001,
+		{"second attempt number", []Op{enq(1, 1000, "a", "", dl), {Kind: OpStart, ID: 1, At: 1000, Attempt: 1}, {Kind: OpRequeue, ID: 1, At: 1001, Due: 1001, Attempt: 1}}, 1001,
 			Op{Kind: OpStart, ID: 1, At: 1001, Attempt: 2}},
 		{"not pending", []Op{enq(1, 1000, "a", "", dl), {Kind: OpStart, ID: 1, At: 1000, Attempt: 1}}, 1000, Op{}},
 		{"unknown", nil, 1000, Op{}},
@@ -342,7 +342,7 @@ func TestAdmitDeferIsInTheFuture(t *testing.T) {
 func TestSettleDecisions(t *testing.T) {
 	p := retry.Policy{Attempts: 2, BaseMS: 100, CapMS: 1000, DeadlineMS: 1000}
 	running := []Op{enq(1, 1000, "a", "", p), {Kind: OpStart, ID: 1, At: 1000, Attempt: 1}}
-	second := append(slices.Clone(running), Op{Kind: OpRetry, ID: 1, At: 1010, Due: 1010, Attempt: 1, Error: "x"}, Op{Kind: OpStart, ID: 1, At: 1010, Attempt: 2})
+	second := append(slices.Clone(running), Op{Kind: OpRequeue, ID: 1, At: 1010, Due: 1010, Attempt: 1, Error: "x"}, Op{Kind: OpStart, ID: 1, At: 1010, Attempt: 2})
 	tests := []struct {
 		name    string
 		ops     []Op
@@ -356,8 +356,8 @@ func TestSettleDecisions(t *testing.T) {
 	}{
 		{"success", running, 1, retry.Success, -1, "", []byte("ok"), 1100, Op{Kind: OpSucceed, ID: 1, At: 1100, Attempt: 1, Class: retry.Success, Output: []byte("ok")}},
 		{"empty output is nil", running, 1, retry.Success, -1, "", []byte{}, 1100, Op{Kind: OpSucceed, ID: 1, At: 1100, Attempt: 1, Class: retry.Success}},
-		{"retry with jitter", running, 1, retry.Retryable, -1, "503", nil, 1100, Op{Kind: OpRetry, ID: 1, At: 1100, Due: 1150, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503"}},
-		{"retry after the server's wait", running, 1, retry.Retryable, 300, "429", nil, 1100, Op{Kind: OpRetry, ID: 1, At: 1100, Due: 1400, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "429"}},
+		{"retry with jitter", running, 1, retry.Retryable, -1, "503", nil, 1100, Op{Kind: OpRequeue, ID: 1, At: 1100, Due: 1150, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503"}},
+		{"retry after the server's wait", running, 1, retry.Retryable, 300, "429", nil, 1100, Op{Kind: OpRequeue, ID: 1, At: 1100, Due: 1400, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "429"}},
 		{"deadline at the next try", running, 1, retry.Retryable, 900, "429", nil, 1100, Op{Kind: OpFail, ID: 1, At: 1100, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "deadline passed: 429"}},
 		{"spent", second, 2, retry.Retryable, -1, "503", nil, 1100, Op{Kind: OpFail, ID: 1, At: 1100, Attempt: 2, Class: retry.Retryable, BreakerFailed: true, Error: "gave up after 2 attempts: 503"}},
 		{"permanent", running, 1, retry.Permanent, -1, "404", nil, 1100, Op{Kind: OpFail, ID: 1, At: 1100, Attempt: 1, Class: retry.Permanent, Error: "permanent failure: 404"}},
@@ -385,7 +385,7 @@ func TestSettleDecisions(t *testing.T) {
 func TestOrphan(t *testing.T) {
 	s := newTestState()
 	apply(t, s, enq(1, 1000, "a", "", retry.Policy{Attempts: 1}), enq(2, 1000, "a", "", pol3), Op{Kind: OpStart, ID: 1, At: 1000, Attempt: 1})
-	want := Op{Kind: OpRetry, ID: 1, At: 5000, Due: 1000, Attempt: 1, Error: "interrupted: the process stopped during attempt 1"}
+	want := Op{Kind: OpRequeue, ID: 1, At: 5000, Due: 1000, Attempt: 1, Error: "interrupted: the process stopped during attempt 1"}
 	op := s.Orphan(1, 5000)
 	if d := opDiff(op, want); d != "" {
 		t.Fatal(d)
@@ -531,7 +531,7 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 	build := func() *State {
 		s := newTestState()
 		apply(t, s, enq(1, 0, "a", "k", pol3), enq(2, 0, "b", "", pol3), Op{Kind: OpStart, ID: 1, Attempt: 1},
-			Op{Kind: OpRetry, ID: 1, At: 5, Due: 9, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "e", Output: []byte("o")})
+			Op{Kind: OpRequeue, ID: 1, At: 5, Due: 9, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "e", Output: []byte("o")})
 		return s
 	}
 	if ok, d := build().Equal(build()); !ok {
@@ -636,7 +636,7 @@ func TestTargetsOrderAndStop(t *testing.T) {
 	for i, target := range []string{"c", "a", "b"} {
 		id := uint64(i + 1)
 		apply(t, s, enq(id, 0, target, "", pol3), Op{Kind: OpStart, ID: id, Attempt: 1},
-			Op{Kind: OpRetry, ID: id, At: 5, Due: 5, Attempt: 1, Class: retry.Retryable, BreakerFailed: true})
+			Op{Kind: OpRequeue, ID: id, At: 5, Due: 5, Attempt: 1, Class: retry.Retryable, BreakerFailed: true})
 	}
 	var all, first []string
 	s.Targets(func(target string, b retry.Breaker) bool {
@@ -660,7 +660,7 @@ func TestSettleSaturatesDue(t *testing.T) {
 	apply(t, s, enq(1, 0, "a", "", pol3), Op{Kind: OpStart, ID: 1, Attempt: 1})
 	const end = int64(^uint64(0) >> 1)
 	op := s.Settle(1, 1, retry.Retryable, 500, "e", nil, end-10, 0)
-	if op.Kind != OpRetry || op.Due != end {
+	if op.Kind != OpRequeue || op.Due != end {
 		t.Fatalf("Settle near the end of time = %+v, want a retry at %d", op, end)
 	}
 }

@@ -20,7 +20,7 @@ type Change struct {
 
 // Step applies op to job j and its target's breaker *br: the per-job part
 // of State.Apply for OpStart, OpDefer and the outcome ops (OpSucceed,
-// OpFail, OpRetry), which both stores run (the embedded store through
+// OpFail, OpRequeue), which both stores run (the embedded store through
 // Apply, the PostgreSQL store on the rows it reads). Other kinds change
 // nothing. The rules:
 //
@@ -54,7 +54,7 @@ func Step(j *Job, br *retry.Breaker, c retry.Circuit, op *Op) Change {
 			return ch
 		}
 		j.Due = op.Due
-	case OpSucceed, OpFail, OpRetry:
+	case OpSucceed, OpFail, OpRequeue:
 		if op.Attempt == 0 {
 			// Only admission fails a job outside an attempt.
 			if op.Kind != OpFail || j.State != Pending {
@@ -84,7 +84,7 @@ func Step(j *Job, br *retry.Breaker, c retry.Circuit, op *Op) Change {
 			j.Fails++
 			j.LastError = op.Error
 			j.finish(Failed, op.At, op.Error)
-		case OpRetry:
+		case OpRequeue:
 			j.Fails++
 			j.LastError = op.Error
 			j.Due = op.Due

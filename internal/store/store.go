@@ -16,6 +16,7 @@ package store
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/retry"
@@ -123,6 +124,34 @@ type Failer interface {
 	Err() error
 }
 
+// ConcurrentFinisher is a store whose Finish calls are independent
+// transactions, so that the engine may run several side by side (the
+// PostgreSQL store). Finishers says how many, for a pool of concurrency
+// slots; the engine runs at least one. A store that is not a
+// ConcurrentFinisher gets one finisher: the embedded journal carries every
+// outcome that ended during one fdatasync in the next batch, and a second
+// batch would only wait behind it.
+type ConcurrentFinisher interface {
+	Finishers(concurrency int) int
+}
+
+// SnapshotStats describe one snapshot written by a Snapshotter.
+type SnapshotStats struct {
+	Seq      uint64        // the last journal record it covers (0: nothing new, none written)
+	Bytes    int           // size of the snapshot body
+	Jobs     int           // jobs in it
+	Duration time.Duration // freeze + write + drop
+}
+
+// Snapshotter is a store that can write a snapshot of its durable state on
+// demand (the embedded journal): Snapshot writes one, waiting for one in
+// progress, and drops the journal segments it covers. A store whose state is
+// not a replayed journal (PostgreSQL) has nothing to snapshot and is not a
+// Snapshotter.
+type Snapshotter interface {
+	Snapshot() (SnapshotStats, error)
+}
+
 // Store is the durable side of the engine. Implementations are safe for
 // concurrent use.
 type Store interface {
@@ -142,9 +171,9 @@ type Store interface {
 	// Cancel cancels a pending or running job; running reports whether an
 	// attempt of it is in flight (the engine then cancels the attempt).
 	Cancel(ctx context.Context, now int64, id uint64, reason string) (running bool, err error)
-	// Revive makes a failed or cancelled job pending again, due now, with a
+	// Retry makes a failed or cancelled job pending again, due now, with a
 	// fresh budget.
-	Revive(ctx context.Context, now int64, id uint64) error
+	Retry(ctx context.Context, now int64, id uint64) error
 	// NextDue reports the earliest due time among pending jobs.
 	NextDue() (int64, bool)
 	// Job returns a copy of one job.

@@ -1,5 +1,6 @@
 // Package vfs is the small filesystem interface that runlog's durable storage
-// (the journal, and later the snapshots) is written against.
+// (the journal and its snapshots, packages journal and snapshot) is written
+// against.
 //
 // Two implementations ship with it:
 //

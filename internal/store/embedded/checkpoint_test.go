@@ -80,7 +80,7 @@ func TestCheckpointDropsSegmentsAndReopens(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 3 {
 		workload(t, s, rng, 1000, 60)
-		st, err := s.Checkpoint()
+		st, err := s.Snapshot()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 3 {
 		workload(t, s, rng, 1000, 50)
-		if _, err := s.Checkpoint(); err != nil {
+		if _, err := s.Snapshot(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,7 +179,7 @@ func TestCorruptSnapshotRefusedWithOneKept(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 2 {
 		workload(t, s, rng, 1000, 50)
-		if _, err := s.Checkpoint(); err != nil {
+		if _, err := s.Snapshot(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,7 +206,7 @@ func TestCorruptSnapshotRefusedWithOneKept(t *testing.T) {
 // the journal has grown by the threshold or by the newest snapshot's size,
 // whichever is larger.
 func TestSnapshotTriggerGrowsWithSnapshot(t *testing.T) {
-	c := &checkpointer{threshold: 100, lastSize: 1000}
+	c := &snapshotter{threshold: 100, lastSize: 1000}
 	c.synced(500)
 	if c.running || c.pending != 500 {
 		t.Fatalf("started at 500 journal bytes with a 1000-byte snapshot: running %v", c.running)
@@ -219,7 +219,7 @@ func TestSnapshotTriggerGrowsWithSnapshot(t *testing.T) {
 	if c.running {
 		t.Fatal("started below the threshold")
 	}
-	off := &checkpointer{threshold: 0}
+	off := &snapshotter{threshold: 0}
 	off.synced(1 << 30)
 	if off.running {
 		t.Fatal("started with snapshots off")
@@ -239,13 +239,13 @@ func TestCrashAtEveryStepOfCheckpoint(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(5, 6))
 		workload(t, s, rng, 1000, 40)
-		if _, err := s.Checkpoint(); err != nil {
+		if _, err := s.Snapshot(); err != nil {
 			t.Fatal(err)
 		}
 		workload(t, s, rng, 1000, 40)
 		live := mustDump(t, s) // everything above was acknowledged
 		fsys.SetInjector(vfs.FailNth(n))
-		_, ckErr := s.Checkpoint()
+		_, ckErr := s.Snapshot()
 		injected := fsys.Injected() > 0
 		for i, rng := range []*rand.Rand{nil, rand.New(rand.NewPCG(uint64(n), 7))} {
 			clone := fsys.CrashClone(rng)
@@ -310,7 +310,7 @@ func testStateAtTimeTravel(t *testing.T, keep int) {
 			if _, err := s.j.Rotate(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Checkpoint(); err != nil {
+			if _, err := s.Snapshot(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -319,8 +319,8 @@ func testStateAtTimeTravel(t *testing.T, keep int) {
 	for i, seq := range seqs {
 		st, last, err := StateAt(nil, dir, state.Config{Circuit: testCircuit}, journal.Options{}, seq)
 		if keep == 1 && i < 2 {
-			// Compaction dropped what came before the one snapshot kept.
-			if err == nil || !strings.Contains(err.Error(), "compaction") {
+			// Writing the one snapshot kept dropped what came before it.
+			if err == nil || !strings.Contains(err.Error(), "was dropped when that snapshot was written") {
 				t.Fatalf("at %d, before the only snapshot: %v", seq, err)
 			}
 			continue

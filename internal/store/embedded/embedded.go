@@ -66,7 +66,7 @@ type Store struct {
 	mu        sync.Mutex
 	st        *state.State // guarded by mu
 	j         *journal.Journal
-	ckpt      *checkpointer
+	snaps     *snapshotter
 	retention *state.Retention
 	failed    error // guarded by mu: first journal failure, sticky
 	// appended is the sequence number of the last record handed to the
@@ -75,18 +75,22 @@ type Store struct {
 	closed   bool   // guarded by mu
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store       = (*Store)(nil)
+	_ store.Failer      = (*Store)(nil)
+	_ store.Snapshotter = (*Store)(nil)
+)
 
 // Open opens (or creates) the journal in dir, rebuilds the state from the
 // newest intact snapshot plus the journal after it, and requeues every job
 // that was running when the last process stopped, counted as a failed
-// attempt (the seed's rule).
+// attempt of the job and not as a failure of its target (state.Orphan).
 func Open(dir string, opts Options) (*Store, error) {
 	if opts.Journal.FS == nil {
 		opts.Journal.FS = vfs.OS{}
 	}
 	fsys := opts.Journal.FS
-	ck := &checkpointer{dir: dir, fsys: fsys, cfg: opts.State, logf: opts.Logf, keep: opts.KeepSnapshots}
+	ck := &snapshotter{dir: dir, fsys: fsys, cfg: opts.State, logf: opts.Logf, keep: opts.KeepSnapshots}
 	if ck.keep <= 0 {
 		ck.keep = DefaultKeepSnapshots
 	}
@@ -119,7 +123,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		j.Close()
 		return nil, err
 	}
-	s := &Store{st: st, j: j, ckpt: ck, retention: opts.Retention, appended: last}
+	s := &Store{st: st, j: j, snaps: ck, retention: opts.Retention, appended: last}
 	ck.s = s
 	ck.lastSeq = base.Seq
 	if base.Path != "" {
@@ -347,8 +351,8 @@ func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string)
 	return running, wait()
 }
 
-// Revive implements store.Store.
-func (s *Store) Revive(ctx context.Context, now int64, id uint64) error {
+// Retry implements store.Store.
+func (s *Store) Retry(ctx context.Context, now int64, id uint64) error {
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
@@ -363,7 +367,7 @@ func (s *Store) Revive(ctx context.Context, now int64, id uint64) error {
 		s.mu.Unlock()
 		return store.ErrNotFailed
 	}
-	wait := s.submitLocked([]state.Op{{Kind: state.OpRevive, ID: id, At: now, Due: now}})
+	wait := s.submitLocked([]state.Op{{Kind: state.OpRetry, ID: id, At: now, Due: now}})
 	s.mu.Unlock()
 	return wait()
 }
@@ -552,12 +556,12 @@ func (s *Store) Close() error {
 	s.closed = true
 	failed := s.failed
 	s.mu.Unlock()
-	s.ckpt.wait()
+	s.snaps.wait()
 	var ckErr error
-	if failed == nil && s.ckpt.threshold > 0 {
+	if failed == nil && s.snaps.threshold > 0 {
 		// No change can start now (closed is set), so the live state is
 		// stable once the appends already queued are durable.
-		_, ckErr = s.ckpt.checkpointClosed(s.st)
+		_, ckErr = s.snaps.snapshotClosed(s.st)
 	}
 	err := s.j.Close()
 	if errors.Is(err, journal.ErrClosed) {
@@ -567,8 +571,8 @@ func (s *Store) Close() error {
 		// The snapshot only makes the next Open faster: every record is
 		// durable in the journal, so a full disk does not make a clean stop
 		// fail.
-		if s.ckpt.logf != nil {
-			s.ckpt.logf("runlog: final snapshot skipped, the disk is full (every record is in the journal, which the next open replays; free disk space): %v", ckErr)
+		if s.snaps.logf != nil {
+			s.snaps.logf("runlog: final snapshot skipped, the disk is full (every record is in the journal, which the next open replays; free disk space): %v", ckErr)
 		}
 		ckErr = nil
 	}

@@ -121,7 +121,7 @@ func TestReplayEqualsLive(t *testing.T) {
 				}
 			case 5:
 				id := rapid.Uint64Range(1, 20).Draw(rt, "revive")
-				if err := s.Revive(ctx, now, id); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrNotFailed) {
+				if err := s.Retry(ctx, now, id); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrNotFailed) {
 					rt.Fatal(err)
 				}
 			}

@@ -50,9 +50,9 @@ func TestFailedBackgroundSnapshotBacksOff(t *testing.T) {
 		if _, err := s.Enqueue(ctx, int64(i), jobs); err != nil {
 			t.Fatal(err)
 		}
-		s.ckpt.wait() // a try started by this enqueue's sync ends first
+		s.snaps.wait() // a try started by this enqueue's sync ends first
 	}
-	s.ckpt.wait()
+	s.snaps.wait()
 	for _, seg := range s.j.Segments() {
 		journalBytes += seg.Size
 	}

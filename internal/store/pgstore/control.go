@@ -54,8 +54,8 @@ func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string)
 	return running, nil
 }
 
-// Revive implements store.Store.
-func (s *Store) Revive(ctx context.Context, now int64, id uint64) error {
+// Retry implements store.Store.
+func (s *Store) Retry(ctx context.Context, now int64, id uint64) error {
 	if err := s.usable(); err != nil {
 		return err
 	}

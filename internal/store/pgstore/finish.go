@@ -80,7 +80,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	s.mu.Lock()
 	for _, o := range outs {
 		// Only the flight of the attempt that ended: a late outcome of an
-		// earlier attempt (its job cancelled, revived and started again
+		// earlier attempt (its job cancelled, retried and started again
 		// here) leaves the running attempt's, whose lease the heartbeat
 		// renews.
 		if f, ok := s.inflight[o.ID]; ok && f.attempt == o.Attempt {

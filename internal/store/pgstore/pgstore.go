@@ -29,7 +29,7 @@
 // rows.go reads and writes job rows (columns, history JSON); enqueue.go,
 // breakers.go, claim.go, finish.go (outcomes), rescue.go (expired leases,
 // a node's own attempts at open and close), control.go (cancel and
-// revive) and read.go (Job, List, Stats, Targets) each hold one operation;
+// retry by hand) and read.go (Job, List, Stats, Targets) each hold one operation;
 // codes.go names the frozen codes the SQL and the JSON store.
 //
 // # Nodes, leases and rescue
@@ -38,8 +38,8 @@
 // node id and a lease on the database clock (clock_timestamp() + Lease), which the node
 // renews every Heartbeat for the attempts it has claimed and not finished.
 // Every node runs a rescuer (every RescueEvery) that requeues the attempts
-// whose lease expired as failed attempts (the seed's orphan rule: one
-// failure of the job, none of its target). An outcome is recorded only if its attempt
+// whose lease expired as failed attempts (state.OrphanJob: one failure
+// of the job, none of its target). An outcome is recorded only if its attempt
 // is still open and was started by the reporting node (fencing): a node
 // presumed dead cannot settle an attempt that was rescued; its outcome is
 // logged and dropped.
@@ -220,7 +220,10 @@ type dueCache struct {
 	gen   uint64 // bumped by every invalidation
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store              = (*Store)(nil)
+	_ store.ConcurrentFinisher = (*Store)(nil)
+)
 
 // Open connects to the database at url (a PostgreSQL connection string),
 // applies missing migrations when opts.Migrate is set (otherwise it checks

@@ -272,7 +272,7 @@ func TestSameAsEmbedded(t *testing.T) {
 				id := rapid.Uint64Range(1, 20).Draw(rt, "revive")
 				var want string
 				for i, s := range stores {
-					err := s.Revive(ctx, now, id)
+					err := s.Retry(ctx, now, id)
 					if i == 0 {
 						want = errClass(err)
 					} else if errClass(err) != want {
@@ -765,7 +765,7 @@ func TestOutcomeOfEarlierAttemptKeepsLease(t *testing.T) {
 	if _, err := s.Cancel(ctx, 1001, id, "stop"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Revive(ctx, 1002, id); err != nil {
+	if err := s.Retry(ctx, 1002, id); err != nil {
 		t.Fatal(err)
 	}
 	second, err := s.Claim(ctx, 1002, store.Limits{Max: 1})

@@ -13,7 +13,8 @@ import (
 // the rest.
 const maxRequeue = 1000
 
-// Rescue requeues, as failed attempts (the seed's orphan rule), up to
+// Rescue requeues, as failed attempts (state.OrphanJob: one failure of
+// the job, none of its target), up to
 // maxRequeue running attempts whose lease expired on the database clock,
 // whichever node started them, and returns how many. Every node runs it
 // every RescueEvery.

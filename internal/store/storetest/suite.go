@@ -38,7 +38,7 @@ const T0 int64 = 1_700_000_000_000
 // Run holds a store to the contract of store.Store: each case opens a fresh
 // store with open and drives it through its methods with explicit times,
 // checking what the engine relies on (ids and keys, due order, limits,
-// outcomes, retries, deadlines, breakers, cancel and revive, listing and
+// outcomes, retries, deadlines, breakers, cancel and retry by hand, listing and
 // paging, stats, retention, and that what a method acknowledged survives a
 // reopen). Both stores run it, so a rule that one of them breaks fails
 // here.
@@ -63,7 +63,7 @@ func Run(t *testing.T, open Opener) {
 		{"Deadline", testDeadline},
 		{"Breaker", testBreaker},
 		{"Cancel", testCancel},
-		{"Revive", testRevive},
+		{"Retry", testRetry},
 		{"StatsAndNextDue", testStatsAndNextDue},
 		{"ListFiltersAndPages", testList},
 		{"Expire", testExpire},
@@ -355,8 +355,8 @@ func testSuccess(t *testing.T, open Opener) {
 	if !a.Ended || a.Class != retry.Success || a.EndedAt != T0+30 || string(a.Output) != "done" {
 		t.Errorf("its attempt reads %+v: want ended at T0+30, success, output kept", a)
 	}
-	if err := s.Revive(ctx, T0+40, id); !errors.Is(err, store.ErrNotFailed) {
-		t.Errorf("Revive of a succeeded job: %v, want ErrNotFailed", err)
+	if err := s.Retry(ctx, T0+40, id); !errors.Is(err, store.ErrNotFailed) {
+		t.Errorf("Retry of a succeeded job: %v, want ErrNotFailed", err)
 	}
 }
 
@@ -464,7 +464,7 @@ func testStaleOutcomeIgnored(t *testing.T, open Opener) {
 }
 
 // testOutcomeOfEarlierAttempt: the attempt of a job cancelled while it ran
-// stays open; when its outcome comes after the job was revived and started
+// stays open; when its outcome comes after the job was retried and started
 // again, it ends that attempt in the history and changes nothing else: the
 // job runs its new attempt, whose outcome decides.
 func testOutcomeOfEarlierAttempt(t *testing.T, open Opener) {
@@ -474,7 +474,7 @@ func testOutcomeOfEarlierAttempt(t *testing.T, open Opener) {
 	if _, err := s.Cancel(ctx, T0+1, id, "stop"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Revive(ctx, T0+2, id); err != nil {
+	if err := s.Retry(ctx, T0+2, id); err != nil {
 		t.Fatal(err)
 	}
 	second := claim(t, s, T0+2, all)
@@ -605,7 +605,7 @@ func testCancel(t *testing.T, open Opener) {
 	}
 }
 
-func testRevive(t *testing.T, open Opener) {
+func testRetry(t *testing.T, open Opener) {
 	s := openDefault(t, open)
 	sp := spec("k", "")
 	sp.Policy = policy(1)
@@ -613,37 +613,37 @@ func testRevive(t *testing.T, open Opener) {
 	c := claim(t, s, T0, all)
 	finish(t, s, T0+1, outcome(c[0], retry.Retryable, "no"))
 	wantState(t, s, id, state.Failed)
-	if err := s.Revive(ctx, T0+50, id); err != nil {
-		t.Fatalf("Revive: %v", err)
+	if err := s.Retry(ctx, T0+50, id); err != nil {
+		t.Fatalf("Retry: %v", err)
 	}
 	j := wantState(t, s, id, state.Pending)
 	if j.Due != T0+50 || j.FirstDue != T0+50 || j.Fails != 0 || j.FinishedAt != 0 || j.Reason != "" {
-		t.Errorf("a revived job reads %+v: want due now with a fresh budget", j)
+		t.Errorf("a retried job reads %+v: want due now with a fresh budget", j)
 	}
-	if err := s.Revive(ctx, T0+51, id); !errors.Is(err, store.ErrNotFailed) {
-		t.Errorf("Revive of a pending job: %v, want ErrNotFailed", err)
+	if err := s.Retry(ctx, T0+51, id); !errors.Is(err, store.ErrNotFailed) {
+		t.Errorf("Retry of a pending job: %v, want ErrNotFailed", err)
 	}
-	if err := s.Revive(ctx, T0+51, id+1000); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Revive of an unknown job: %v, want ErrNotFound", err)
+	if err := s.Retry(ctx, T0+51, id+1000); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Retry of an unknown job: %v, want ErrNotFound", err)
 	}
 	c = claim(t, s, T0+50, all)
 	if len(c) != 1 || c[0].Attempt != 2 {
-		t.Fatalf("the revived job claimed as %+v, want attempt 2 (attempt numbers keep growing)", c)
+		t.Fatalf("the retried job claimed as %+v, want attempt 2 (attempt numbers keep growing)", c)
 	}
 	finish(t, s, T0+60, outcome(c[0], retry.Success, ""))
 	j = wantState(t, s, id, state.Succeeded)
 	if len(j.Attempts) != 2 || j.Attempts[0].N != 1 || j.Attempts[1].N != 2 {
-		t.Errorf("history after a revive: %+v, want attempts 1 and 2", j.Attempts)
+		t.Errorf("history after a retry: %+v, want attempts 1 and 2", j.Attempts)
 	}
 	cancelled := enqueueOne(t, s, T0+70, T0+9999, spec("k", ""))
 	if _, err := s.Cancel(ctx, T0+71, cancelled, "oops"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Revive(ctx, T0+72, cancelled); err != nil {
-		t.Fatalf("Revive of a cancelled job: %v", err)
+	if err := s.Retry(ctx, T0+72, cancelled); err != nil {
+		t.Fatalf("Retry of a cancelled job: %v", err)
 	}
 	if j := wantState(t, s, cancelled, state.Pending); j.Due != T0+72 {
-		t.Errorf("a revived cancelled job is due T0+%d, want T0+72", j.Due-T0)
+		t.Errorf("a retried cancelled job is due T0+%d, want T0+72", j.Due-T0)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/snapshot"
 	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
 	"github.com/runlog/runlog/internal/vfs"
 )
 
@@ -72,9 +73,9 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 		err = nil
 	}
 	if upTo != 0 && len(infos) > 0 && upTo < infos[len(infos)-1].Seq && (err != nil || last < upTo) {
-		// Time travel to before what compaction kept.
+		// Time travel to before what the kept snapshots cover.
 		oldest := infos[len(infos)-1].Seq
-		return nil, 0, base, damaged, fmt.Errorf("embedded: %s no longer holds record %d: compaction dropped the journal before its oldest snapshot, which covers record %d; positions from %d on can be rebuilt (keep more snapshots to reach further back)", dir, upTo, oldest, oldest)
+		return nil, 0, base, damaged, fmt.Errorf("embedded: %s no longer holds record %d: the journal before its oldest snapshot (record %d) was dropped when that snapshot was written; positions from %d on can be rebuilt (keep more snapshots to reach further back)", dir, upTo, oldest, oldest)
 	}
 	if errors.Is(err, journal.ErrDropped) {
 		why := "no snapshot covers them (was a snapshot or the oldest segment file deleted?)"
@@ -92,12 +93,12 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 	return st, last, base, damaged, nil
 }
 
-// checkpointer writes snapshots in the background and drops the journal
-// segments they make unneeded. It freezes the live state (see checkpoint)
+// snapshotter writes snapshots in the background and drops the journal
+// segments they make unneeded. It freezes the live state (see snapshot)
 // and holds the store's lock only to freeze it and to encode each chunk of
 // a thousand jobs, so dispatch is never paused for the length of a
 // snapshot.
-type checkpointer struct {
+type snapshotter struct {
 	s         *Store
 	dir       string
 	fsys      vfs.FS
@@ -110,21 +111,21 @@ type checkpointer struct {
 	pending  int64  // guarded by mu: journal bytes since the last snapshot
 	lastSize int64  // guarded by mu: the size of the newest snapshot
 	lastSeq  uint64 // guarded by mu: the record the newest snapshot covers
-	running  bool   // guarded by mu: a background checkpoint is in progress
-	err      error  // guarded by mu: the last checkpoint's error
+	running  bool   // guarded by mu: a background snapshot is in progress
+	err      error  // guarded by mu: the last snapshot's error
 
 	wg   sync.WaitGroup
-	work sync.Mutex // one checkpoint at a time
+	work sync.Mutex // one snapshot at a time
 }
 
-// synced counts bytes made durable and starts a checkpoint once they reach
+// synced counts bytes made durable and starts a snapshot once they reach
 // the threshold or the size of the newest snapshot, whichever is larger
 // (Redis's rule for rewriting its append-only file): a state that holds
 // many jobs is not rewritten whole for every few megabytes of journal, so
 // the bytes written for snapshots stay proportional to the journal's, and
 // the journal kept beside a snapshot is never much larger than it. It runs
 // on the journal's commit goroutine, so it only starts one.
-func (c *checkpointer) synced(bytes int) {
+func (c *snapshotter) synced(bytes int) {
 	c.mu.Lock()
 	c.pending += int64(bytes)
 	start := c.threshold > 0 && c.pending >= max(c.threshold, c.lastSize) && !c.running
@@ -136,7 +137,7 @@ func (c *checkpointer) synced(bytes int) {
 	if start {
 		go func() {
 			defer c.wg.Done()
-			_, err := c.checkpoint()
+			_, err := c.snapshot()
 			c.mu.Lock()
 			c.running = false
 			if err != nil {
@@ -153,15 +154,7 @@ func (c *checkpointer) synced(bytes int) {
 	}
 }
 
-// Stats of one checkpoint.
-type CheckpointStats struct {
-	Seq      uint64        // the last record it covers (0: nothing new, none written)
-	Bytes    int           // size of the snapshot body
-	Jobs     int           // jobs in it
-	Duration time.Duration // rebuild + write + drop
-}
-
-// checkpoint writes a snapshot of the state and drops what it makes
+// snapshot writes a snapshot of the state and drops what it makes
 // unneeded. Calls are serialized.
 //
 // No second state is built: the live state is frozen under the store's
@@ -172,7 +165,7 @@ type CheckpointStats struct {
 // second state of a million jobs cost seconds of CPU and hundreds of
 // megabytes, and the garbage collection it set off stalled dispatch by up
 // to 113 ms (BenchmarkSnapshotPause).
-func (c *checkpointer) checkpoint() (CheckpointStats, error) {
+func (c *snapshotter) snapshot() (store.SnapshotStats, error) {
 	c.work.Lock()
 	defer c.work.Unlock()
 	began := time.Now()
@@ -180,7 +173,7 @@ func (c *checkpointer) checkpoint() (CheckpointStats, error) {
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
-		return CheckpointStats{}, c.fail(err)
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	seq := s.appended
 	c.mu.Lock()
@@ -191,7 +184,7 @@ func (c *checkpointer) checkpoint() (CheckpointStats, error) {
 	c.mu.Unlock()
 	if unchanged {
 		s.mu.Unlock()
-		return CheckpointStats{}, nil
+		return store.SnapshotStats{}, nil
 	}
 	f := s.st.Freeze()
 	s.mu.Unlock()
@@ -202,7 +195,7 @@ func (c *checkpointer) checkpoint() (CheckpointStats, error) {
 	}()
 	w, err := snapshot.Create(c.fsys, c.dir, seq)
 	if err != nil {
-		return CheckpointStats{}, c.fail(err)
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	size, err := writeFrozen(w, f, &s.mu)
 	if err == nil {
@@ -210,7 +203,7 @@ func (c *checkpointer) checkpoint() (CheckpointStats, error) {
 	}
 	if err != nil {
 		w.Abort()
-		return CheckpointStats{}, c.fail(err)
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	return c.publish(w, seq, size, f.Len(), began)
 }
@@ -244,7 +237,7 @@ func writeFrozen(w io.Writer, f *state.Frozen, mu *sync.Mutex) (int64, error) {
 // awaitDurable waits until the journal is durable up to record seq, so that
 // a snapshot never covers a record a crash could lose. It gives up if the
 // store fails or closes meanwhile.
-func (c *checkpointer) awaitDurable(seq uint64) error {
+func (c *snapshotter) awaitDurable(seq uint64) error {
 	for wait := 50 * time.Microsecond; c.s.j.LastSeq() < seq; wait = min(2*wait, 10*time.Millisecond) {
 		c.s.mu.Lock()
 		err := c.s.usableLocked()
@@ -257,16 +250,16 @@ func (c *checkpointer) awaitDurable(seq uint64) error {
 	return nil
 }
 
-// checkpointClosed snapshots the live state of a store that takes no more
+// snapshotClosed snapshots the live state of a store that takes no more
 // changes: no second copy of the state is built. It first waits, with a
 // rotation queued behind every append, until all applied ops are durable.
-func (c *checkpointer) checkpointClosed(st *state.State) (CheckpointStats, error) {
+func (c *snapshotter) snapshotClosed(st *state.State) (store.SnapshotStats, error) {
 	c.work.Lock()
 	defer c.work.Unlock()
 	began := time.Now()
 	next, err := c.s.j.Rotate()
 	if err != nil && c.s.j.Err() != nil {
-		return CheckpointStats{}, c.fail(err)
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	// A rotation that found no room for a new segment (a full disk) leaves
 	// the journal usable and still answers after every queued append: the
@@ -276,22 +269,22 @@ func (c *checkpointer) checkpointClosed(st *state.State) (CheckpointStats, error
 	unchanged := next-1 == c.lastSeq
 	c.mu.Unlock()
 	if unchanged {
-		return CheckpointStats{}, nil
+		return store.SnapshotStats{}, nil
 	}
 	return c.write(st, next-1, began)
 }
 
 // write stores st, which covers journal records up to last, as a snapshot,
 // keeps the newest c.keep and drops the segments before the oldest.
-func (c *checkpointer) write(st *state.State, last uint64, began time.Time) (CheckpointStats, error) {
+func (c *snapshotter) write(st *state.State, last uint64, began time.Time) (store.SnapshotStats, error) {
 	w, err := snapshot.Create(c.fsys, c.dir, last)
 	if err != nil {
-		return CheckpointStats{}, c.fail(err)
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	size, err := st.WriteSnapshot(w)
 	if err != nil {
 		w.Abort()
-		return CheckpointStats{}, c.fail(err)
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	return c.publish(w, last, size, st.Len(), began)
 }
@@ -299,19 +292,19 @@ func (c *checkpointer) write(st *state.State, last uint64, began time.Time) (Che
 // publish commits the snapshot w, which covers journal records up to last,
 // keeps the newest c.keep snapshots and drops the segments before the
 // oldest.
-func (c *checkpointer) publish(w *snapshot.Writer, last uint64, size int64, jobs int, began time.Time) (CheckpointStats, error) {
+func (c *snapshotter) publish(w *snapshot.Writer, last uint64, size int64, jobs int, began time.Time) (store.SnapshotStats, error) {
 	if _, err := w.Commit(); err != nil {
-		return CheckpointStats{}, c.fail(err)
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	c.mu.Lock()
 	c.lastSeq, c.pending, c.lastSize, c.err = last, 0, size, nil
 	c.mu.Unlock()
 	if err := snapshot.Clean(c.fsys, c.dir, c.keep); err != nil {
-		return CheckpointStats{}, c.fail(err)
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	infos, err := snapshot.List(c.fsys, c.dir)
 	if err != nil {
-		return CheckpointStats{}, c.fail(err)
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	if len(infos) >= c.keep {
 		// Keep every record after the oldest kept snapshot: it is the
@@ -322,27 +315,27 @@ func (c *checkpointer) publish(w *snapshot.Writer, last uint64, size int64, jobs
 		// and all, goes with a later drop. (At Close the journal was just
 		// rotated.)
 		if err := c.s.j.DropBefore(infos[len(infos)-1].Seq + 1); err != nil {
-			return CheckpointStats{}, c.fail(err)
+			return store.SnapshotStats{}, c.fail(err)
 		}
 	}
-	return CheckpointStats{Seq: last, Bytes: int(size), Jobs: jobs, Duration: time.Since(began)}, nil
+	return store.SnapshotStats{Seq: last, Bytes: int(size), Jobs: jobs, Duration: time.Since(began)}, nil
 }
 
-// fail records a checkpoint error and returns it.
-func (c *checkpointer) fail(err error) error {
+// fail records a snapshot error and returns it.
+func (c *snapshotter) fail(err error) error {
 	c.mu.Lock()
 	c.err = err
 	c.mu.Unlock()
 	return err
 }
 
-// wait waits for a background checkpoint to end.
-func (c *checkpointer) wait() { c.wg.Wait() }
+// wait waits for a background snapshot to end.
+func (c *snapshotter) wait() { c.wg.Wait() }
 
-// Checkpoint writes a snapshot of the durable state now (waiting for one in
+// Snapshot writes a snapshot of the durable state now (waiting for one in
 // progress) and drops the journal segments it makes unneeded.
-func (s *Store) Checkpoint() (CheckpointStats, error) {
-	return s.ckpt.checkpoint()
+func (s *Store) Snapshot() (store.SnapshotStats, error) {
+	return s.snaps.snapshot()
 }
 
 // StateAt rebuilds, read-only and without taking the lock, the state of the

@@ -1,0 +1,138 @@
+package runlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// Causes of an attempt's context cancellation.
+var (
+	errAttemptTimeout = errors.New("runlog: attempt timed out")
+	errJobCancelled   = errors.New("runlog: job cancelled")
+	errShutdown       = errors.New("runlog: runner shutting down")
+)
+
+// cancelAttempt cancels the context of job id's attempt, if one runs here, or
+// marks it to be cancelled as soon as its flight registers.
+func (r *Runner) cancelAttempt(id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.running[id]; ok {
+		f.cancel(errJobCancelled)
+	} else {
+		r.cancelEarly[id] = struct{}{}
+	}
+}
+
+// cancelAll cancels every running attempt, and every one that starts later.
+func (r *Runner) cancelAll(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shuttingDown = true
+	for _, f := range r.running {
+		f.cancel(cause)
+	}
+}
+
+// timeoutFor picks the attempt timeout: the job's, the kind's, the runner's.
+func (r *Runner) timeoutFor(c store.Claim, h Handler) time.Duration {
+	if c.TimeoutMS > 0 {
+		return time.Duration(c.TimeoutMS) * time.Millisecond
+	}
+	if h != nil && h.timeout() > 0 {
+		return h.timeout()
+	}
+	return r.cfg.Timeout
+}
+
+// startAttempt runs one claimed attempt in its own goroutine.
+func (r *Runner) startAttempt(c store.Claim) {
+	h := r.cfg.Handlers[c.Kind]
+	timeout := r.timeoutFor(c, h)
+	ac := &attemptCtx{info: AttemptInfo{JobID: c.ID, Attempt: int(c.Attempt), Kind: c.Kind, Target: c.Target}}
+	// Not derived from a shared parent: thousands of attempts a second
+	// would contend on its children map. Close cancels them one by one.
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), attemptKey{}, ac))
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
+
+	r.mu.Lock()
+	r.running[c.ID] = &flight{cancel: cancel}
+	r.perTarget[c.Target]++
+	if _, ok := r.cancelEarly[c.ID]; ok {
+		delete(r.cancelEarly, c.ID)
+		cancel(errJobCancelled)
+	}
+	if r.shuttingDown {
+		cancel(errShutdown)
+	}
+	r.mu.Unlock()
+
+	r.workers.Add(1)
+	go func() {
+		defer r.workers.Done()
+		began := time.Now()
+		err := runHandler(ctx, h, c)
+		cause := context.Cause(ctx)
+		cancelTimeout()
+		cancel(nil)
+		out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Output: ac.output()}
+		out.Class, out.AfterMS, out.Error = classify(err)
+		report := true
+		if err != nil && ctx.Err() != nil {
+			switch {
+			case errors.Is(cause, errAttemptTimeout):
+				out.Class, out.AfterMS = retry.Retryable, -1
+				out.Error = fmt.Sprintf("attempt timed out after %v: %s", timeout, out.Error)
+			case errors.Is(cause, errJobCancelled):
+				// Not the target's fault: the job was cancelled.
+				out.Class, out.AfterMS = retry.Permanent, -1
+				out.Error = "cancelled while running: " + out.Error
+			case errors.Is(cause, errShutdown):
+				// Not recorded: the next Open requeues the attempt.
+				report = false
+			}
+		}
+
+		r.mu.Lock()
+		if !report {
+			r.inflight--
+		}
+		r.targetBlocked = false
+		delete(r.running, c.ID)
+		if r.perTarget[c.Target]--; r.perTarget[c.Target] <= 0 {
+			delete(r.perTarget, c.Target)
+		}
+		r.mu.Unlock()
+
+		if !report {
+			r.signal()
+			return
+		}
+		if obs := r.cfg.Observer; obs != nil {
+			obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: out.Class.String(), Duration: time.Since(began)})
+		}
+		// The slot goes with the outcome: the finisher reuses it for the next
+		// due job in the same durable write as the outcome.
+		r.outcomes <- out // never blocks: capacity Concurrency >= attempts in flight
+	}()
+}
+
+// runHandler calls the handler, turning a panic into a retryable failure with
+// the stack in the reason.
+func runHandler(ctx context.Context, h Handler, c store.Claim) (err error) {
+	if h == nil {
+		return Permanent(fmt.Errorf("no handler is registered for kind %q; register one in Config.Handlers and retry the job", c.Kind))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h.run(ctx, c.Payload)
+}

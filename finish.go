@@ -1,0 +1,171 @@
+package runlog
+
+import (
+	"errors"
+	"runtime"
+	"time"
+
+	"github.com/runlog/runlog/internal/store"
+)
+
+// maxFinishBatch bounds the outcomes settled by one store call.
+const maxFinishBatch = 1024
+
+// finisher settles ended attempts in batches: while one batch waits for its
+// sync, the outcomes that end meanwhile gather for the next.
+func (r *Runner) finisher() {
+	defer r.finishersDone.Done()
+	batch := make([]store.Outcome, 0, 64)
+	for {
+		select {
+		case o := <-r.outcomes:
+			batch = append(batch, o)
+		case <-r.finishStop:
+			for {
+				select {
+				case o := <-r.outcomes:
+					batch = append(batch, o)
+					continue
+				default:
+				}
+				break
+			}
+			r.settle(batch)
+			return
+		}
+		r.gather(&batch)
+		r.settle(batch)
+		batch = batch[:0]
+	}
+}
+
+// gatherWindow is how long a finisher waits for more outcomes while attempts
+// are still running, so that one sync covers the attempts that end together
+// instead of one sync for the first and another for the rest.
+var gatherWindow = 200 * time.Microsecond
+
+// gather adds to batch the outcomes that arrive within the gather window
+// (only while other attempts run, which may end in it).
+func (r *Runner) gather(batch *[]store.Outcome) {
+	deadline := time.Now().Add(gatherWindow)
+	for len(*batch) < maxFinishBatch {
+		select {
+		case o := <-r.outcomes:
+			*batch = append(*batch, o)
+			continue
+		default:
+		}
+		r.mu.Lock()
+		running := len(r.running)
+		r.mu.Unlock()
+		if running == 0 || !time.Now().Before(deadline) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// settle records a batch of outcomes and, in the same durable write, starts
+// due jobs on the slots those attempts held (none once the runner stops).
+func (r *Runner) settle(batch []store.Outcome) {
+	if len(batch) == 0 {
+		return
+	}
+	lim := store.Limits{Max: len(batch), PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning}
+	select {
+	case <-r.stop:
+		lim.Max = 0
+	default:
+	}
+	var claims []store.Claim
+	for {
+		var err error
+		claims, err = r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, batch, lim)
+		if err == nil {
+			r.answered()
+			break
+		}
+		if !r.transient(err) {
+			r.release(len(batch))
+			if !errors.Is(err, store.ErrClosed) {
+				r.fail(err)
+			}
+			return
+		}
+		// Recording the outcomes again is safe: an outcome whose attempt
+		// has ended already (the first try committed after all) is a
+		// no-op. Once Close has begun, one more try is all there is: the
+		// attempts of outcomes left unrecorded are requeued by the store
+		// (PostgreSQL: when their lease expires), counted as failed.
+		select {
+		case <-r.stop:
+			if lim.Max == 0 {
+				r.release(len(batch))
+				r.log.Warn("runlog: outcomes not recorded at close; their attempts run again once the store requeues them", "outcomes", len(batch), "err", err)
+				return
+			}
+			lim.Max = 0
+		default:
+		}
+		r.troubled("finish", err)
+	}
+	r.release(len(batch) - len(claims))
+	for _, c := range claims {
+		r.startAttempt(c)
+	}
+	r.signal() // slots may be free, and a retry may be due soon
+}
+
+// transient reports whether err, from a store call, leaves the store
+// usable: true unless the store is closed or reports a permanent failure
+// (store.Failer, as the embedded journal does after a failed write or
+// fsync). A PostgreSQL server that cannot be reached for a while is
+// transient: the runner backs off and asks again.
+func (r *Runner) transient(err error) bool {
+	if errors.Is(err, store.ErrClosed) {
+		return false
+	}
+	if f, ok := r.st.(store.Failer); ok && f.Err() != nil {
+		return false
+	}
+	return true
+}
+
+// Backoff of the store calls that failed transiently (troubled).
+const (
+	storeBackoffMin = 50 * time.Millisecond
+	storeBackoffMax = 5 * time.Second
+)
+
+// troubled logs a transient failure of the store call what (the first of a
+// run at Warn) and waits, doubling from storeBackoffMin up to
+// storeBackoffMax with each failure in a row, or until the dispatcher
+// stops.
+func (r *Runner) troubled(what string, err error) {
+	n := r.storeErrors.Add(1)
+	if n == 1 {
+		r.log.Warn("runlog: the store did not answer; retrying with backoff (no job is lost: what was not recorded is done again)", "call", what, "err", err)
+	} else {
+		r.log.Debug("runlog: the store still does not answer", "call", what, "failures", n, "err", err)
+	}
+	d := storeBackoffMax
+	if n < 20 {
+		d = min(storeBackoffMin<<(n-1), storeBackoffMax)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.stop:
+	}
+}
+
+// answered notes that a store call succeeded, ending a run of failures.
+func (r *Runner) answered() {
+	if r.storeErrors.Load() == 0 {
+		return
+	}
+	if n := r.storeErrors.Swap(0); n > 0 {
+		r.log.Info("runlog: the store answers again", "failures", n)
+	}
+}
