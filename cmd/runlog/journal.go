@@ -32,9 +32,10 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	case "snapshot":
 		return runJournalSnapshot(args[1:], stdout, stderr)
 	case "compact":
-		// The same act had two names; it has one now.
-		fmt.Fprintln(stderr, "runlog journal: \"compact\" is now called \"snapshot\": run runlog journal snapshot DIR")
-		return exitUsage
+		// The old name of the same act: it keeps working (scripts and
+		// runbooks use it), and says the new one.
+		fmt.Fprintln(stderr, "runlog journal: \"compact\" is the old name of \"snapshot\"; it runs runlog journal snapshot DIR")
+		return runJournalSnapshot(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "runlog journal: unknown command %q; use verify, dump, state or snapshot\n", args[0])
 		return exitUsage

@@ -112,8 +112,8 @@ func TestJournalCompactSegmentSize(t *testing.T) {
 
 // TestJournalSnapshotIsTheOnlyName (issue 15): writing a snapshot offline
 // is `journal snapshot`, the word the library (Runner.Snapshot) and the
-// docs use; the old name `journal compact` changes nothing and says what
-// to run instead, and the usage names only the new one.
+// docs use; the usage names only it, and the old name `journal compact`
+// still does the same (scripts use it) while saying the new one.
 func TestJournalSnapshotIsTheOnlyName(t *testing.T) {
 	dir := t.TempDir()
 	r, err := runlog.Open(dir, runlog.Config{Handlers: map[string]runlog.Handler{"ok": runlog.Handle(func(context.Context, []byte) error { return nil })}})
@@ -123,17 +123,9 @@ func TestJournalSnapshotIsTheOnlyName(t *testing.T) {
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	before, err := filepath.Glob(filepath.Join(dir, "*"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out, errb bytes.Buffer
-	if code := runJournal([]string{"compact", dir}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "runlog journal snapshot DIR") {
-		t.Fatalf("journal compact: exit %d, stderr %q; want exit %d pointing at `journal snapshot`", code, errb.String(), exitUsage)
-	}
-	after, err := filepath.Glob(filepath.Join(dir, "*"))
-	if err != nil || strings.Join(after, " ") != strings.Join(before, " ") {
-		t.Fatalf("journal compact changed the directory: %v -> %v (%v)", before, after, err)
+	if code := runJournal([]string{"compact", dir}, &out, &errb); code != exitOK || !strings.Contains(errb.String(), "runlog journal snapshot DIR") || !strings.Contains(out.String(), "snapshot covers record") {
+		t.Fatalf("journal compact: exit %d, stdout %q, stderr %q; want it to write the snapshot and name `journal snapshot`", code, out.String(), errb.String())
 	}
 	out.Reset()
 	errb.Reset()
