@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // TestJournalStateCompactAndDump drives a runner through a short history,
@@ -35,13 +36,10 @@ func TestJournalStateCompactAndDump(t *testing.T) {
 		}
 		<-done
 	}
-	for {
+	testwait.Until(t, "2 succeeded and 1 failed job", func() (runlog.Stats, bool) {
 		st, _ := r.Stats(ctx)
-		if st.Succeeded == 2 && st.Failed == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return st, st.Succeeded == 2 && st.Failed == 1
+	})
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

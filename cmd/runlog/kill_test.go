@@ -79,7 +79,7 @@ func TestKill9Loop(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond) // under test: a kill at a random moment of the load
 		p.kill()
 		close(stop)
 		wg.Wait()
