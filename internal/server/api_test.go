@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/kinds"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // bundle is what an API test works with: a real runner on a temporary
@@ -102,25 +105,16 @@ func (b *bundle) call(t *testing.T, method, path, body string, header ...string)
 	return resp.StatusCode, out
 }
 
-// waitState polls the job until it is in one of states.
+// waitState waits until the job is in one of states and returns it.
 func (b *bundle) waitState(t *testing.T, id uint64, states ...runlog.State) Job {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return testwait.Until(t, fmt.Sprintf("job %d to be one of %v", id, states), func() (Job, bool) {
 		j, err := b.client.Job(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range states {
-			if j.State == s {
-				return j
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d stayed %s; want %v", id, j.State, states)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return j, slices.Contains(states, j.State)
+	})
 }
 
 func (b *bundle) countJobs(t *testing.T) int {

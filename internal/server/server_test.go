@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/kinds"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 func TestStartRefusesNonLoopbackWithoutToken(t *testing.T) {
@@ -128,20 +130,16 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	defer r.Close(ctx)
 	for _, id := range ids {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testwait.Until(t, fmt.Sprintf("job %d to succeed after the restart", id), func() (runlog.Job, bool) {
 			j, err := r.Job(ctx, id)
 			if err != nil {
 				t.Fatalf("job %d lost by the shutdown: %v", id, err)
 			}
-			if j.State == runlog.StateSucceeded {
-				break
-			}
-			if j.State == runlog.StateFailed || j.State == runlog.StateCancelled || time.Now().After(deadline) {
+			if j.State == runlog.StateFailed || j.State == runlog.StateCancelled {
 				t.Fatalf("job %d after restart: %s (%s)", id, j.State, j.LastError)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return j, j.State == runlog.StateSucceeded
+		})
 	}
 	if n := after.Load(); n < int64(len(ids)) {
 		t.Fatalf("%d deliveries after the restart; want every cut job (%d) delivered again", n, len(ids))
@@ -167,7 +165,7 @@ func TestSlowHeadersCutOff(t *testing.T) {
 	// Keep trickling header bytes; the server must close the connection
 	// long before this loop ends.
 	for i := range 200 {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // under test: a client that trickles its header
 		if _, err := io.WriteString(conn, "X-Slow-"+strconv.Itoa(i)+": 1\r\n"); err != nil {
 			return // cut off
 		}
