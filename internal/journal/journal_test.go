@@ -99,7 +99,7 @@ func (f *spyFile) Sync() error {
 	f.fs.mu.Lock()
 	covered := f.fs.written[f.name] // a sync covers what was written before it began
 	f.fs.mu.Unlock()
-	time.Sleep(f.fs.syncDelay)
+	time.Sleep(f.fs.syncDelay) // under test: a slow fsync
 	err := f.File.Sync()
 	if err == nil {
 		f.fs.syncs.Add(1)

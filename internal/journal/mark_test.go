@@ -2,10 +2,12 @@ package journal
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/internal/vfs"
 )
 
@@ -212,16 +214,10 @@ func TestMarkEvery(t *testing.T) {
 		pos := writeRecords(t, j, 30)
 		if every > 0 {
 			// Wait for the marker to name the last record (an event, polled).
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				if cur, ok, _ := readMark(m, "j"); ok && cur.nextSeq == 31 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("MarkEvery %v: the marker never named record 30", every)
-				}
-				time.Sleep(every)
-			}
+			testwait.ForWithin(t, 10*time.Second, fmt.Sprintf("MarkEvery %v: the marker to name record 30", every), func() bool {
+				cur, ok, _ := readMark(m, "j")
+				return ok && cur.nextSeq == 31
+			})
 		}
 		killed := m.CrashClone(nil)
 		mustClose(t, j)
