@@ -406,9 +406,16 @@ func TestFencing(t *testing.T) {
 	if n, err := b.Rescue(ctx); err != nil || n != 0 {
 		t.Fatalf("rescue before expiry: %d %v", n, err)
 	}
-	time.Sleep(300 * time.Millisecond) // the lease is on the database clock
-	if n, err := b.Rescue(ctx); err != nil || n != 1 {
-		t.Fatalf("rescue after expiry: %d %v", n, err)
+	// The lease ends on the database clock: rescue until it finds the job.
+	n := testwait.Until(t, "the expired lease to be rescued", func() (int, bool) {
+		n, err := b.Rescue(ctx)
+		if err != nil {
+			t.Fatalf("rescue: %v", err)
+		}
+		return n, n != 0
+	})
+	if n != 1 {
+		t.Fatalf("rescue after expiry: %d", n)
 	}
 	j, _ := b.Job(ctx, cs[0].ID)
 	if j.State != state.Pending || j.Fails != 1 || !strings.Contains(j.LastError, "node a stopped renewing its lease") {
