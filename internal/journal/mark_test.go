@@ -18,6 +18,7 @@ import (
 // refuse them with an error naming the file and saying to run verify, and
 // Verify says corrupt.
 func TestAcknowledgedLossIsDetected(t *testing.T) {
+	t.Parallel()
 	type build struct {
 		segSize    int64
 		noPrealloc bool
@@ -116,6 +117,7 @@ func cutAt(t *testing.T, m *vfs.Mem, p Position) (string, int64) {
 // leaves the other slot, and a crash while MARK is first created leaves no
 // marker; neither is damage.
 func TestMarkerSurvivesTornWrites(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	j := mustOpen(t, m, "j", Options{SegmentSize: 200})
 	writeRecords(t, j, 20) // rotations rewrite the marker
@@ -165,6 +167,7 @@ func TestMarkerSurvivesTornWrites(t *testing.T) {
 // shorter than that size, so the next Open does not take the repair for a
 // cut file.
 func TestTornGroupPastPreallocatedSize(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	opts := Options{SegmentSize: 4096, MaxRecordSize: 1 << 16}
 	j := mustOpen(t, m, "j", opts)
@@ -207,6 +210,7 @@ func TestTornGroupPastPreallocatedSize(t *testing.T) {
 // detected; without it, the same damage after the last marker cannot be
 // told from a clean end (the documented limit).
 func TestMarkEvery(t *testing.T) {
+	t.Parallel()
 	for _, every := range []time.Duration{0, 10 * time.Millisecond} {
 		m := vfs.NewMem()
 		opts := Options{SegmentSize: 1 << 16, MarkEvery: every}

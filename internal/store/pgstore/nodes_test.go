@@ -34,6 +34,7 @@ func openNodes(t *testing.T, n int) []*Store {
 // TestConcurrentClaimsStartEachJobOnce: nodes claiming the same due jobs at
 // once (SKIP LOCKED) start each job exactly once.
 func TestConcurrentClaimsStartEachJobOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	nodes := openNodes(t, 3)
 	const n = 600
@@ -95,6 +96,7 @@ func TestConcurrentClaimsStartEachJobOnce(t *testing.T) {
 // breaker for every node: another node defers the target's jobs, counting no
 // attempt, until the cooldown ends.
 func TestBreakerSharedByNodes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	nodes := openNodes(t, 2)
 	a, b := nodes[0], nodes[1]
@@ -140,6 +142,7 @@ func TestBreakerSharedByNodes(t *testing.T) {
 // TestConcurrentKeys: nodes enqueueing the same idempotency key at once
 // get one job; every node answers its id.
 func TestConcurrentKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	nodes := openNodes(t, 3)
 	for round := range 20 {
@@ -181,6 +184,7 @@ func TestConcurrentKeys(t *testing.T) {
 // renewing its lease is requeued as a failed attempt, and the next claim
 // fails it as spent, with the reason, never silently.
 func TestRescueOfLastAttemptFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, url := openTest(t, Options{Node: "a", Lease: 100 * time.Millisecond, Heartbeat: 50 * time.Millisecond, RescueEvery: time.Hour})
 	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 3000 }})
@@ -224,6 +228,7 @@ func TestRescueOfLastAttemptFails(t *testing.T) {
 // reconnects, and notifications wake it again (the poll is an hour, so only
 // a notification can).
 func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := openTest(t, Options{PollEvery: time.Hour, Logger: quietLogger()})
 	wakes := make(chan struct{}, 100)
@@ -265,6 +270,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // TestRestartUnderSameNodeRequeues: a node reopened under the same id
 // requeues at once the attempts its previous process left running.
 func TestRestartUnderSameNodeRequeues(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	old, url := openTest(t, Options{Node: "w1"})
 	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
@@ -291,6 +297,7 @@ func TestRestartUnderSameNodeRequeues(t *testing.T) {
 // in its transaction, still wakes another node at once (through the
 // notifier), not at its poll.
 func TestEnqueueWakesOtherNodes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, url := openTest(t, Options{Node: "a", PollEvery: time.Hour})
 	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, PollEvery: time.Hour})
@@ -340,6 +347,7 @@ func TestEnqueueWakesOtherNodes(t *testing.T) {
 // batch settling them) instead of waiting for it, which deadlocked with
 // outcome batches that lock the same rows in another order.
 func TestHeartbeatSkipsHeldRows(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, _ := openTest(t, Options{Node: "a", Lease: 2 * time.Hour, Heartbeat: time.Hour, RescueEvery: time.Hour})
 	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 1}}
