@@ -108,6 +108,7 @@ func crashChild(dir, ledgerPath, cycle string) {
 // job is missing, that every job ends as its handler implies, and that a job
 // ran more than once only across a kill.
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
 	cycles := 50
 	if testing.Short() {
 		cycles = 10

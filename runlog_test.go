@@ -50,6 +50,7 @@ func TestEnqueueRunsAndSucceeds(t *testing.T) {
 }
 
 func TestEnqueueRefusesBadRequests(t *testing.T) {
+	t.Parallel()
 	r := openRunner(t, t.TempDir(), runlog.Config{MaxPayload: 10, Handlers: map[string]runlog.Handler{"k": runlog.Handle(noop)}})
 	ctx := context.Background()
 	cases := []struct {
@@ -83,6 +84,7 @@ func TestEnqueueRefusesBadRequests(t *testing.T) {
 }
 
 func TestDueTimeOrder(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var order []uint64
 	release := make(chan struct{})
@@ -130,6 +132,7 @@ func TestDueTimeOrder(t *testing.T) {
 }
 
 func TestPoolBound(t *testing.T) {
+	t.Parallel()
 	const pool = 4
 	var cur, peak atomic.Int32
 	r := openRunner(t, t.TempDir(), runlog.Config{Concurrency: pool, Handlers: map[string]runlog.Handler{
@@ -163,6 +166,7 @@ func TestPoolBound(t *testing.T) {
 }
 
 func TestRetryWaitsFollowPolicy(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	var calls atomic.Int32
 	r := openRunner(t, t.TempDir(), runlog.Config{Clock: clock, Handlers: map[string]runlog.Handler{
@@ -200,6 +204,7 @@ func TestRetryWaitsFollowPolicy(t *testing.T) {
 }
 
 func TestRetryAfterIsCapped(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r := openRunner(t, t.TempDir(), runlog.Config{Clock: clock, Handlers: map[string]runlog.Handler{
 		"k": runlog.Handle(func(ctx context.Context, _ []byte) error {
@@ -218,6 +223,7 @@ func TestRetryAfterIsCapped(t *testing.T) {
 }
 
 func TestDeadlineMakesJobDead(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r := openRunner(t, t.TempDir(), runlog.Config{Clock: clock, Handlers: map[string]runlog.Handler{
 		"k": runlog.Handle(func(ctx context.Context, _ []byte) error { return errors.New("down") }),
@@ -238,6 +244,7 @@ func TestDeadlineMakesJobDead(t *testing.T) {
 }
 
 func TestOutcomeHelpers(t *testing.T) {
+	t.Parallel()
 	r := openRunner(t, t.TempDir(), runlog.Config{Handlers: map[string]runlog.Handler{
 		"permanent": runlog.Handle(func(ctx context.Context, _ []byte) error { return runlog.Permanent(errors.New("bad input")) }),
 		"unsafe":    runlog.Handle(func(ctx context.Context, _ []byte) error { return runlog.Unsafe(errors.New("maybe charged")) }),
@@ -272,6 +279,7 @@ func TestOutcomeHelpers(t *testing.T) {
 }
 
 func TestBreakerOpensDefersAndCloses(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	var healthy atomic.Bool
 	var calls atomic.Int32
@@ -328,6 +336,7 @@ func TestBreakerOpensDefersAndCloses(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{})
 	sawCancel := make(chan error, 1)
 	var runs atomic.Int32
@@ -380,6 +389,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestAttemptTimeout(t *testing.T) {
+	t.Parallel()
 	r := openRunner(t, t.TempDir(), runlog.Config{Handlers: map[string]runlog.Handler{
 		"slow": runlog.Handle(func(ctx context.Context, _ []byte) error {
 			<-ctx.Done()
@@ -395,6 +405,7 @@ func TestAttemptTimeout(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	r := openRunner(t, t.TempDir(), runlog.Config{Handlers: map[string]runlog.Handler{"k": runlog.Handle(noop)}})
 	ctx := context.Background()
 	first, err := r.EnqueueJob(ctx, runlog.JobRequest{Kind: "k", Key: "order-1", RunAt: time.Now().Add(time.Hour)})
@@ -416,6 +427,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestManualRetryOfFailedJob(t *testing.T) {
+	t.Parallel()
 	var fail atomic.Bool
 	fail.Store(true)
 	r := openRunner(t, t.TempDir(), runlog.Config{Handlers: map[string]runlog.Handler{
@@ -446,6 +458,7 @@ func TestManualRetryOfFailedJob(t *testing.T) {
 }
 
 func TestSecondOpenRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	openRunner(t, dir, runlog.Config{})
 	if _, err := runlog.Open(dir, runlog.Config{Logger: quietLogger()}); err == nil || !strings.Contains(err.Error(), "LOCK") {
@@ -494,6 +507,7 @@ func TestCloseWaitsThenRequeues(t *testing.T) {
 }
 
 func TestRetentionDropsExpiredJobs(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r := openRunner(t, t.TempDir(), runlog.Config{
 		Clock:     clock,
@@ -547,6 +561,7 @@ func TestRetentionDropsExpiredJobs(t *testing.T) {
 // only signals for jobs due before the dispatcher's wake-up time), and one
 // due later still runs in its turn.
 func TestEarlierJobWakesSleepingDispatcher(t *testing.T) {
+	t.Parallel()
 	ran := make(chan string, 4)
 	r := openRunner(t, t.TempDir(), runlog.Config{Handlers: map[string]runlog.Handler{
 		"k": runlog.Handle(func(_ context.Context, p []byte) error { ran <- string(p); return nil }),

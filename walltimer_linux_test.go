@@ -25,6 +25,7 @@ func waitWall(t *testing.T, wt *wallTimer, what string) {
 // it is armed for (not before), at once for a time already past, and a new
 // arming replaces the old one; close ends its reader.
 func TestWallTimer(t *testing.T) {
+	t.Parallel()
 	wt, err := newWallTimer()
 	if err != nil {
 		t.Fatal(err)

@@ -41,6 +41,7 @@ func (s *syncBuffer) String() string {
 // runner goes on by itself (it had stopped for good at the first failed
 // claim or finish), every job succeeds, Err stays nil and enqueues work.
 func TestPostgresOutage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	// The outage is made from the server's admin database: a database

@@ -37,6 +37,7 @@ import (
 const attemptsSQL = "(history || CASE WHEN latest IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(latest::jsonb) END)"
 
 func TestEnqueueTx(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	ran := make(chan uint64, 10)
@@ -119,6 +120,7 @@ func TestEnqueueTx(t *testing.T) {
 // TestPostgresCancelOnOtherNode: cancelling, on one node, a job that runs on
 // another cancels the attempt's context there.
 func TestPostgresCancelOnOtherNode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	causes := make(chan error, 1)
@@ -193,6 +195,7 @@ func nodeOutcome(id uint64, attempt int) error {
 // opens a runner on the database, enqueues its share of jobs (printing
 // "ack <id>" once each is committed), and runs jobs until it is killed.
 func TestPostgresNodeChild(t *testing.T) {
+	t.Parallel()
 	url := os.Getenv(envNodeURL)
 	if url == "" {
 		t.Skip("the node process of TestPostgresMultiNode and TestPostgresStaleNode; runs only as their child")
@@ -453,6 +456,7 @@ func (c *cluster) waitDB(what string, want int, sql string, args ...any) {
 // job a killed node was running began again on another node within the
 // lease plus 2 s.
 func TestPostgresMultiNode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills node processes for about 15 s")
 	}
@@ -576,6 +580,7 @@ func TestPostgresMultiNode(t *testing.T) {
 // interrupted and attempt 2 succeeded on the other node, and the stale node
 // keeps running (its Finish was dropped, not failed).
 func TestPostgresStaleNode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("pauses a node past its lease for 3 s")
 	}

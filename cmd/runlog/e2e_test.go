@@ -77,6 +77,7 @@ func waitAllFinished(t *testing.T, c *server.Client) server.Stats {
 // jobs against a local target and checks that each ends as its target
 // implies; it also drives the client subcommands against that server.
 func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
 	rec := newRecorder(t)
 	p := startServe(t, t.TempDir(), "--retry-attempts", "4", "--retry-base", "2ms", "--retry-cap", "10ms",
 		"--breaker-threshold", "100000")
@@ -182,6 +183,7 @@ func TestServeEndToEnd(t *testing.T) {
 }
 
 func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	code, _, errOut := runCLI(t, nil, "serve", "--data", dir, "--addr", "0.0.0.0:0")
 	if code != exitFailure || !strings.Contains(errOut, "without a token") {

@@ -18,6 +18,7 @@ import (
 // then rebuilds past states with `journal state --at`, compacts offline and
 // checks that dump shows the snapshot.
 func TestJournalStateCompactAndDump(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	done := make(chan struct{}, 3)
 	// Two snapshots kept, so that the journal since the first is there to
@@ -75,6 +76,7 @@ func TestJournalStateCompactAndDump(t *testing.T) {
 // preallocated 64 MiB segments where the server uses 16 MiB
 // (runlog.DefaultSegmentSize), growing a directory by 48 MiB.
 func TestJournalCompactSegmentSize(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r, err := runlog.Open(dir, runlog.Config{Handlers: map[string]runlog.Handler{
 		"ok": runlog.Handle(func(context.Context, []byte) error { return nil }),

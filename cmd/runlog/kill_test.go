@@ -21,6 +21,7 @@ import (
 // cut by a kill (every delivery but one belongs to an attempt that did not
 // succeed).
 func TestKill9Loop(t *testing.T) {
+	t.Parallel()
 	cycles := 6
 	if testing.Short() {
 		cycles = 3

@@ -21,6 +21,7 @@ import (
 // TestMigrateAndServeOnPostgres: `runlog migrate` creates the schema, and a
 // server started on --postgres delivers http jobs like the embedded one.
 func TestMigrateAndServeOnPostgres(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	var out, errb bytes.Buffer
 	if code := run([]string{"migrate", "--postgres", url}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "schema at version") {

@@ -75,6 +75,7 @@ func copyDir(t *testing.T, from string) string {
 // says corrupt (exit 3) exactly when opening the directory fails, and
 // otherwise 0 (clean) or 2 (a torn tail that opening repairs).
 func TestJournalVerifyAgreesWithOpen(t *testing.T) {
+	t.Parallel()
 	small := runlog.Config{SegmentSize: 4096}
 	// Without a snapshot: several segments, all kept.
 	bare := t.TempDir()
@@ -243,6 +244,7 @@ func newestRecord(t *testing.T, dir string, k int) (string, int64) {
 // Once the marker names them (within a second of the appends), verify
 // says corrupt and opening the directory refuses, naming the file.
 func TestServeZeroedRecordsAfterKill(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := startServe(t, dir)
 	c := p.client()

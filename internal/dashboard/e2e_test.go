@@ -156,6 +156,7 @@ func getJSON(t *testing.T, url string, v any) {
 // retried by a click, and it runs again and succeeds. It saves a PNG of each
 // page to RUNLOG_SCREENSHOTS (or a temporary directory).
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("browser test: skipped in -short mode")
 	}
@@ -443,6 +444,7 @@ func (tb *tab) shot(name string) {
 // (the session cookie is SameSite=Strict), retries a job through htmx with
 // the CSRF header, and logs out.
 func TestBrowserLogin(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("browser test: skipped in -short mode")
 	}

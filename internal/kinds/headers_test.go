@@ -51,6 +51,7 @@ func (h *hostRecorder) seen() []string {
 }
 
 func TestCheckHeadersRefusesHostAndHopByHop(t *testing.T) {
+	t.Parallel()
 	for _, name := range refusedHeaders {
 		err := kinds.CheckHeaders(map[string]string{"X-Ok": "1", name: "evil.example"})
 		if !errors.Is(err, kinds.ErrInvalid) || !strings.Contains(err.Error(), name) {
@@ -70,6 +71,7 @@ func TestCheckHeadersRefusesHostAndHopByHop(t *testing.T) {
 // Host (or hop-by-hop) job header answers 400 naming it and stores nothing;
 // the target, which is on the allow-list, is never contacted with it.
 func TestHostHeaderRefusedAtEnqueue(t *testing.T) {
+	t.Parallel()
 	rec := &hostRecorder{arrived: make(chan struct{}, 1)}
 	target := httptest.NewServer(rec)
 	defer target.Close()
@@ -131,6 +133,7 @@ func TestHostHeaderRefusedAtEnqueue(t *testing.T) {
 // an older version accepted) fails permanently on its first attempt with a
 // reason naming the header, and the target is never contacted.
 func TestHostHeaderRefusedAtDelivery(t *testing.T) {
+	t.Parallel()
 	rec := &hostRecorder{}
 	target := httptest.NewServer(rec)
 	defer target.Close()

@@ -61,6 +61,7 @@ func finished(j runlog.Job) bool {
 }
 
 func TestHTTPKindOutcomes(t *testing.T) {
+	t.Parallel()
 	var (
 		mu         sync.Mutex
 		seen       = map[string][]*http.Request{} // path -> requests
@@ -209,6 +210,7 @@ func TestHTTPKindOutcomes(t *testing.T) {
 }
 
 func TestHTTPKindAllowListAtDelivery(t *testing.T) {
+	t.Parallel()
 	hit := make(chan struct{}, 1)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hit <- struct{}{} }))
 	defer target.Close()
@@ -291,6 +293,7 @@ func TestExecKind(t *testing.T) {
 }
 
 func TestExecKindCancelKillsProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "job.sh")
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {

@@ -127,6 +127,7 @@ func (b *bundle) countJobs(t *testing.T) int {
 }
 
 func TestEnqueueGetAndHistory(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	body := `{"kind":"http","url":"` + b.target.URL + `/ok","method":"PUT","headers":{"X-A":"1"},"body":"hi","key":"first","timeout":"5s","retry":{"attempts":3}}`
 	status, out := b.call(t, "POST", "/v1/jobs", body)
@@ -173,6 +174,7 @@ func TestEnqueueGetAndHistory(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	body := `{"kind":"http","url":"` + b.target.URL + `/x","key":"once","run_at":"2099-01-01T00:00:00Z"}`
 	s1, o1 := b.call(t, "POST", "/v1/jobs", body)
@@ -186,6 +188,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestRefusedRequestsStoreNothing(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{MaxBody: 4096, Policy: Policy{AllowHosts: []string{"127.0.0.1"}}})
 	u := b.target.URL
 	for _, tc := range []struct {
@@ -244,6 +247,7 @@ func TestRefusedRequestsStoreNothing(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{Token: "s3cret"})
 	for _, tc := range []struct {
 		path, auth string
@@ -286,6 +290,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestCancelAndRetry(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	ctx := context.Background()
 	later, err := b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: b.target.URL + "/ok", RunAt: "2099-01-01T00:00:00Z"})
@@ -336,6 +341,7 @@ func TestCancelAndRetry(t *testing.T) {
 }
 
 func TestListFiltersAndPaging(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	ctx := context.Background()
 	future := "2099-01-01T00:00:00Z"
@@ -415,6 +421,7 @@ func TestListFiltersAndPaging(t *testing.T) {
 }
 
 func TestTargetsStatsMetrics(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	ctx := context.Background()
 	c, err := b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: b.target.URL + "/ok"})
@@ -482,6 +489,7 @@ func TestTargetsStatsMetrics(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	if status, _ := b.call(t, "GET", "/healthz", ""); status != http.StatusOK {
 		t.Fatalf("healthz = %d; want 200", status)
@@ -495,6 +503,7 @@ func TestHealthz(t *testing.T) {
 // TestOpenAPIDocumentsEveryRoute: each route the API serves is a path of
 // the OpenAPI document, and each documented path is served.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	resp, err := http.Get(b.srv.URL + "/v1/openapi.yaml")
 	if err != nil {
@@ -539,6 +548,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 }
 
 func TestEnqueueBatch(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	ctx := context.Background()
 	job := func(key string) string {

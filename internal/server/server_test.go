@@ -21,6 +21,7 @@ import (
 )
 
 func TestStartRefusesNonLoopbackWithoutToken(t *testing.T) {
+	t.Parallel()
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
 		dir := t.TempDir()
 		_, err := Start(Config{Dir: dir, Addr: addr})
@@ -37,6 +38,7 @@ func TestStartRefusesNonLoopbackWithoutToken(t *testing.T) {
 }
 
 func TestStartWithTokenBeyondLoopback(t *testing.T) {
+	t.Parallel()
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "0.0.0.0:0", Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +57,7 @@ func TestStartWithTokenBeyondLoopback(t *testing.T) {
 }
 
 func TestHeaderLimit(t *testing.T) {
+	t.Parallel()
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +79,7 @@ func TestHeaderLimit(t *testing.T) {
 // up to its deadline and then cuts them; those jobs are neither lost nor
 // marked done, and run again after a restart.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	var (
 		block atomic.Bool
 		after atomic.Int64 // deliveries answered after the restart
@@ -149,6 +153,7 @@ func TestGracefulShutdown(t *testing.T) {
 // TestSlowHeadersCutOff (checklist 21): a client that trickles its request
 // headers is disconnected after ReadHeaderTimeout.
 func TestSlowHeadersCutOff(t *testing.T) {
+	t.Parallel()
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ReadHeaderTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +185,7 @@ func TestSlowHeadersCutOff(t *testing.T) {
 // TestDashboardMounted: runlog serve serves the dashboard at /, which does
 // its own login with the same token, while the API keeps its bearer check.
 func TestDashboardMounted(t *testing.T) {
+	t.Parallel()
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(url, token string) *http.Response {
 		t.Helper()
@@ -232,6 +238,7 @@ func TestDashboardMounted(t *testing.T) {
 // TestOversizeBodyDefaultLimit: a body over the default 1 MiB gets a 413
 // (not a broken connection) and nothing is stored.
 func TestOversizeBodyDefaultLimit(t *testing.T) {
+	t.Parallel()
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
