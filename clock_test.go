@@ -79,6 +79,7 @@ func waitStarted(t *testing.T, started <-chan string, want ...string) {
 // and job B is enqueued due now. B, and A (now overdue), start at once, not
 // when the timer set before the step fires.
 func TestClockStepForwardEnqueueRunsAtOnce(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r, started := stepRunner(t, clock)
 	ctx := context.Background()
@@ -98,6 +99,7 @@ func TestClockStepForwardEnqueueRunsAtOnce(t *testing.T) {
 // caller's) notices within 10 s of its own timers that a forward step made
 // A due.
 func TestClockStepForwardNoticedWithinBound(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r, started := stepRunner(t, clock)
 	if _, err := r.Enqueue(context.Background(), "job", "A", runlog.RunAt(clock.Now().Add(30*time.Minute))); err != nil {
@@ -113,6 +115,7 @@ func TestClockStepForwardNoticedWithinBound(t *testing.T) {
 // step: A, due in 1 min, does not start when its timer would have fired, and
 // starts once the wall clock reaches its due time again.
 func TestClockStepBackwardWaitsItOut(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r, started := stepRunner(t, clock)
 	id, err := r.Enqueue(context.Background(), "job", "A", runlog.RunAt(clock.Now().Add(time.Minute)))

@@ -50,7 +50,7 @@ func crashConfig(ledger *os.File, cycle string) runlog.Config {
 			"work": runlog.Handle(func(ctx context.Context, _ []byte) error {
 				info, _ := runlog.AttemptFrom(ctx)
 				fmt.Fprintf(ledger, "begin %s %d\n", cycle, info.JobID)
-				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond) // under test: attempts in flight when the kill comes
 				fmt.Fprintf(ledger, "end %s %d\n", cycle, info.JobID)
 				if crashOutcome(info.JobID) == runlog.StateFailed {
 					return runlog.Permanent(errors.New("refused"))
@@ -99,7 +99,7 @@ func crashChild(dir, ledgerPath, cycle string) {
 			fmt.Fprintf(out, "ack %d\n", e.ID)
 		}
 		out.Flush()
-		time.Sleep(time.Duration(rand.IntN(2)) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(2)) * time.Millisecond) // under test: enqueues spread over the run, so kills land between and within them
 	}
 }
 
@@ -108,6 +108,7 @@ func crashChild(dir, ledgerPath, cycle string) {
 // job is missing, that every job ends as its handler implies, and that a job
 // ran more than once only across a kill.
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
 	cycles := 50
 	if testing.Short() {
 		cycles = 10

@@ -10,6 +10,7 @@ import (
 // runlog (the embedded journal) links no PostgreSQL driver; that lives in
 // package runlog/postgres.
 func TestEmbeddedLinksNoDatabaseDriver(t *testing.T) {
+	t.Parallel()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("the go tool is not on PATH")

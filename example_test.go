@@ -48,7 +48,7 @@ func Example() {
 			fmt.Println(j.State, "after", j.Attempts, "attempt")
 			break
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // an example has no testing.T: it polls the job as a program would
 	}
 	r.Close(ctx)
 	// Output:
@@ -94,7 +94,7 @@ func Example_retry() {
 				fmt.Println()
 				break
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // an example has no testing.T: it polls the job as a program would
 		}
 	}
 	r.Close(ctx)
@@ -149,7 +149,7 @@ func ExampleRunner_Close() {
 			fmt.Println("ran again; attempts:", j.Attempts)
 			break
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // an example has no testing.T: it polls the job as a program would
 	}
 	r.Close(context.Background())
 	// Output:
@@ -174,7 +174,7 @@ func ExampleRunner_Stats() {
 		if j, _ := r.Job(ctx, id); j.Attempts == 1 && j.State == runlog.StatePending {
 			break
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // an example has no testing.T: it polls the job as a program would
 	}
 	st, _ := r.Stats(ctx)
 	fmt.Println(st.Pending, st.Targets[0].Target, st.Targets[0].State)

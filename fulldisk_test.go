@@ -39,6 +39,7 @@ var later = runlog.RunAt(time.Now().Add(24 * time.Hour))
 // with Err once a write finds no room, and keep every acknowledged job
 // after space is freed and it is opened again.
 func TestFullDiskRunner(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	m.SetCapacity(fullDiskSeg + fullDiskSeg/2)
 	r := openOnMem(t, m)
@@ -88,6 +89,7 @@ func TestFullDiskRunner(t *testing.T) {
 // skips the final snapshot and succeeds; with some room, less than a
 // segment, it writes the snapshot.
 func TestFullDiskCleanStop(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		room     int64 // free bytes at Close

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/pgtest"
+	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/postgres"
 )
 
@@ -72,6 +73,33 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
+// waitTimerAt waits until a timer is set to fire at exactly at (or fails
+// the test): the event by which a goroutine that waits on the clock shows
+// that it has done its work and gone back to waiting.
+func (c *fakeClock) waitTimerAt(t testing.TB, at time.Time, what string) {
+	t.Helper()
+	timeout := time.After(testwait.Timeout)
+	for {
+		c.mu.Lock()
+		for tm := range c.timers {
+			if tm.at.Equal(at) {
+				c.mu.Unlock()
+				return
+			}
+		}
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("timed out after %v waiting for %s (a timer at %v)", testwait.Timeout, what, at)
+		}
+	}
+}
+
 // quietLogger drops logs.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -117,31 +145,16 @@ func openRunner(t testing.TB, dir string, cfg runlog.Config) *runlog.Runner {
 	return r
 }
 
-// waitFor polls cond (real time) until it holds or 20 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // waitState waits until job id is in state want and returns it.
 func waitState(t testing.TB, r *runlog.Runner, id uint64, want runlog.State) runlog.Job {
 	t.Helper()
-	var j runlog.Job
-	waitFor(t, "job to be "+string(want), func() bool {
-		var err error
-		j, err = r.Job(context.Background(), id)
+	return testwait.Until(t, "job to be "+string(want), func() (runlog.Job, bool) {
+		j, err := r.Job(context.Background(), id)
 		if err != nil {
 			t.Fatalf("Job(%d): %v", id, err)
 		}
-		return j.State == want
+		return j, j.State == want
 	})
-	return j
 }
 
 // mustEnqueue enqueues or fails the test.

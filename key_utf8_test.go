@@ -14,6 +14,7 @@ import (
 // become one key and the second job would be lost as a duplicate. Enqueue
 // refuses such a key, alone and in a batch, and stores nothing.
 func TestKeyMustBeValidUTF8(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := openRunner(t, dir, runlog.Config{Handlers: map[string]runlog.Handler{"k": runlog.Handle(noop)}})
 	ctx := context.Background()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // waitWall waits for the wall timer to fire (or fails the test).
@@ -23,6 +25,7 @@ func waitWall(t *testing.T, wt *wallTimer, what string) {
 // it is armed for (not before), at once for a time already past, and a new
 // arming replaces the old one; close ends its reader.
 func TestWallTimer(t *testing.T) {
+	t.Parallel()
 	wt, err := newWallTimer()
 	if err != nil {
 		t.Fatal(err)
@@ -110,17 +113,11 @@ func TestDispatcherUsesWallTimer(t *testing.T) {
 	if _, err := r.Enqueue(t.Context(), "job", struct{}{}, RunAt(time.Now().Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// The dispatcher arms the timer on its own goroutine.
+	testwait.UntilWithin(t, 10*time.Second, "one wall-clock timer armed about 1 h from now", func() ([]time.Duration, bool) {
 		armed := armedWallTimers(t)
-		if len(armed) == 1 && armed[0] > 59*time.Minute && armed[0] <= time.Hour {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("wall-clock timers armed: %v; want one, about 1 h from now", armed)
-		}
-		time.Sleep(time.Millisecond) // the dispatcher arms it on its own goroutine
-	}
+		return armed, len(armed) == 1 && armed[0] > 59*time.Minute && armed[0] <= time.Hour
+	})
 
 	due := time.Now().Add(100 * time.Millisecond)
 	if _, err := r.Enqueue(t.Context(), "job", struct{}{}, RunAt(due)); err != nil {

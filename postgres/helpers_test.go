@@ -17,16 +17,13 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // waitState waits until job id is in state want and returns it.
 func waitState(t testing.TB, r *runlog.Runner, id uint64, want runlog.State) runlog.Job {
 	t.Helper()
-	var j runlog.Job
-	testwait.For(t, "job to be "+string(want), func() bool {
-		var err error
-		j, err = r.Job(context.Background(), id)
+	return testwait.Until(t, "job to be "+string(want), func() (runlog.Job, bool) {
+		j, err := r.Job(context.Background(), id)
 		if err != nil {
 			t.Fatalf("Job(%d): %v", id, err)
 		}
-		return j.State == want
+		return j, j.State == want
 	})
-	return j
 }
 
 // mustEnqueue enqueues one job or fails the test.

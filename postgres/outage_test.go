@@ -41,6 +41,7 @@ func (s *syncBuffer) String() string {
 // runner goes on by itself (it had stopped for good at the first failed
 // claim or finish), every job succeeds, Err stays nil and enqueues work.
 func TestPostgresOutage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	// The outage is made from the server's admin database: a database
@@ -62,14 +63,14 @@ func TestPostgresOutage(t *testing.T) {
 	)
 	logs := &syncBuffer{}
 	r, err := postgres.Open(ctx, url, runlog.Config{
-		Logger:      slog.New(slog.NewTextHandler(logs, nil)),
+		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Concurrency: 8,
 		Handlers: map[string]runlog.Handler{"work": runlog.Handle(func(ctx context.Context, _ []byte) error {
 			info, _ := runlog.AttemptFrom(ctx)
 			mu.Lock()
 			runs[info.JobID]++
 			mu.Unlock()
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // under test: attempts in flight when the database goes away
 			return nil
 		})},
 	})
@@ -102,7 +103,11 @@ func TestPostgresOutage(t *testing.T) {
 	testwait.For(t, "the runner to log that the store did not answer", func() bool {
 		return strings.Contains(logs.String(), "the store did not answer")
 	})
-	time.Sleep(300 * time.Millisecond) // a few failed tries with backoff
+	// A few failed tries with backoff (each one after the first is logged
+	// at debug level) before the database comes back.
+	testwait.For(t, "three more failed tries of the store", func() bool {
+		return strings.Count(logs.String(), "the store still does not answer") >= 3
+	})
 	if _, err := side.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" ALLOW_CONNECTIONS true"); err != nil {
 		t.Fatal(err)
 	}

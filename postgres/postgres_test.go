@@ -37,6 +37,7 @@ import (
 const attemptsSQL = "(history || CASE WHEN latest IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(latest::jsonb) END)"
 
 func TestEnqueueTx(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	ran := make(chan uint64, 10)
@@ -119,6 +120,7 @@ func TestEnqueueTx(t *testing.T) {
 // TestPostgresCancelOnOtherNode: cancelling, on one node, a job that runs on
 // another cancels the attempt's context there.
 func TestPostgresCancelOnOtherNode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	causes := make(chan error, 1)
@@ -193,6 +195,7 @@ func nodeOutcome(id uint64, attempt int) error {
 // opens a runner on the database, enqueues its share of jobs (printing
 // "ack <id>" once each is committed), and runs jobs until it is killed.
 func TestPostgresNodeChild(t *testing.T) {
+	t.Parallel()
 	url := os.Getenv(envNodeURL)
 	if url == "" {
 		t.Skip("the node process of TestPostgresMultiNode and TestPostgresStaleNode; runs only as their child")
@@ -233,7 +236,7 @@ func runNode(url, name string, jobs int) error {
 				if err := record(ctx, "begin"); err != nil {
 					return err
 				}
-				time.Sleep(time.Duration(5+rand.IntN(60)) * time.Millisecond)
+				time.Sleep(time.Duration(5+rand.IntN(60)) * time.Millisecond) // under test: attempts in flight when a node is killed
 				if err := record(ctx, "end"); err != nil {
 					return err
 				}
@@ -246,7 +249,7 @@ func runNode(url, name string, jobs int) error {
 					return err
 				}
 				info, _ := runlog.AttemptFrom(ctx)
-				time.Sleep(time.Duration(min(info.Attempt+1, 3)) * time.Second)
+				time.Sleep(time.Duration(min(info.Attempt+1, 3)) * time.Second) // under test: a handler that outlives its lease
 				return record(ctx, "end")
 			}),
 		},
@@ -275,7 +278,7 @@ func runNode(url, name string, jobs int) error {
 		// About 50 jobs/s per node, well below what the nodes run (even
 		// under -race on a busy machine), so that a rescued job does not
 		// queue behind a backlog.
-		time.Sleep(time.Duration(40+rand.IntN(40)) * time.Millisecond)
+		time.Sleep(time.Duration(40+rand.IntN(40)) * time.Millisecond) // under test: the enqueue rate
 	}
 	select {}
 }
@@ -436,20 +439,13 @@ func (c *cluster) acked() []int64 {
 // waitDB polls a count query (real time) until it returns want.
 func (c *cluster) waitDB(what string, want int, sql string, args ...any) {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.UntilWithin(c.t, 30*time.Second, fmt.Sprintf("%s to be %d", what, want), func() (int, bool) {
 		var n int
 		if err := c.db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
 			c.t.Fatalf("%s: %v", what, err)
 		}
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s: %d, want %d", what, n, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return n, n == want
+	})
 }
 
 // TestPostgresMultiNode runs three node processes on one database with a
@@ -460,6 +456,7 @@ func (c *cluster) waitDB(what string, want int, sql string, args ...any) {
 // job a killed node was running began again on another node within the
 // lease plus 2 s.
 func TestPostgresMultiNode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills node processes for about 15 s")
 	}
@@ -471,7 +468,7 @@ func TestPostgresMultiNode(t *testing.T) {
 	deadline := time.Now().Add(12 * time.Second)
 	kills := 0
 	for time.Now().Before(deadline) {
-		time.Sleep(time.Duration(800+rand.IntN(1500)) * time.Millisecond)
+		time.Sleep(time.Duration(800+rand.IntN(1500)) * time.Millisecond) // under test: kills at random moments
 		i := rand.IntN(len(nodes))
 		c.kill(nodes[i])
 		kills++
@@ -583,6 +580,7 @@ func TestPostgresMultiNode(t *testing.T) {
 // interrupted and attempt 2 succeeded on the other node, and the stale node
 // keeps running (its Finish was dropped, not failed).
 func TestPostgresStaleNode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("pauses a node past its lease for 3 s")
 	}

@@ -12,6 +12,7 @@ func breakerEqual(a, b Breaker) bool {
 }
 
 func TestCircuitValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		c    Circuit
@@ -44,6 +45,7 @@ func TestCircuitValidate(t *testing.T) {
 }
 
 func TestBreakerStateString(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[BreakerState]string{Closed: "closed", Open: "open", HalfOpen: "half-open", 5: "state(5)"} {
 		if got := s.String(); got != want {
 			t.Errorf("BreakerState(%d).String() = %q, want %q", uint8(s), got, want)
@@ -53,6 +55,7 @@ func TestBreakerStateString(t *testing.T) {
 
 // TestBreakerAdmit pins every admission row of the breaker table (docs/semantics.md).
 func TestBreakerAdmit(t *testing.T) {
+	t.Parallel()
 	c := Circuit{Threshold: 2, WindowMS: 10000, CooldownMS: 300, Probes: 2}
 	tests := []struct {
 		name   string
@@ -82,6 +85,7 @@ func TestBreakerAdmit(t *testing.T) {
 // TestBreakerDone pins every completion row of the breaker table and the
 // window fixtures of the retry laws.
 func TestBreakerDone(t *testing.T) {
+	t.Parallel()
 	c := Circuit{Threshold: 3, WindowMS: 1000, CooldownMS: 300, Probes: 1}
 	tests := []struct {
 		name   string
@@ -115,6 +119,7 @@ func TestBreakerDone(t *testing.T) {
 }
 
 func TestBreakerNextAdmit(t *testing.T) {
+	t.Parallel()
 	c := Circuit{Threshold: 1, CooldownMS: 300, Probes: 1}
 	tests := []struct {
 		name string
@@ -133,6 +138,7 @@ func TestBreakerNextAdmit(t *testing.T) {
 }
 
 func TestBreakerIsZero(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		b    Breaker
 		want bool
@@ -154,6 +160,7 @@ func TestBreakerIsZero(t *testing.T) {
 // TestBreakerDoneDoesNotAlias checks that Done copies on write: two
 // breakers derived from one must not share a Fails array.
 func TestBreakerDoneDoesNotAlias(t *testing.T) {
+	t.Parallel()
 	c := Circuit{Threshold: 10, WindowMS: 1000, CooldownMS: 300, Probes: 1}
 	base := Breaker{Fails: make([]int64, 2, 16)}
 	base.Fails[0], base.Fails[1] = 90, 80
@@ -170,6 +177,7 @@ func TestBreakerDoneDoesNotAlias(t *testing.T) {
 // TestBreakerOpenDenyProbeClose: Circuit{2, 10000, 300, 1} opens after 2
 // failures, denies, and after 400 ms one probe closes it.
 func TestBreakerOpenDenyProbeClose(t *testing.T) {
+	t.Parallel()
 	c := Circuit{Threshold: 2, WindowMS: 10000, CooldownMS: 300, Probes: 1}
 	var b Breaker
 	for i, now := range []int64{0, 50} {
@@ -198,6 +206,7 @@ func TestBreakerOpenDenyProbeClose(t *testing.T) {
 }
 
 func TestReleaseFreesOnlyAHalfOpenProbe(t *testing.T) {
+	t.Parallel()
 	c := Circuit{Threshold: 1, WindowMS: 1000, CooldownMS: 100, Probes: 1}
 	open := Breaker{}.Done(c, 0, true)
 	half, ok := open.Admit(c, 100)

@@ -29,6 +29,7 @@ func genCircuit(t *rapid.T) Circuit {
 // TestLawsBackoff checks delay_le_cap, the doubling, jitter_floor,
 // jitter_ceiling and wait_le_cap for any valid policy.
 func TestLawsBackoff(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		p := genPolicy(t)
 		n := rapid.IntRange(0, 200).Draw(t, "n")
@@ -60,6 +61,7 @@ func TestLawsBackoff(t *testing.T) {
 // Probes probes while half-open (probe_limit); a closed breaker never holds
 // Threshold failures.
 func TestLawsTrace(t *testing.T) {
+	t.Parallel()
 	type job struct {
 		first, due    int64
 		fails, starts int

@@ -8,6 +8,7 @@ import (
 )
 
 func TestPolicyValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		p    Policy
@@ -39,12 +40,14 @@ func TestPolicyValidate(t *testing.T) {
 }
 
 func TestDefaultPolicy(t *testing.T) {
+	t.Parallel()
 	if got, want := DefaultPolicy(), (Policy{Attempts: 10, BaseMS: 500, CapMS: 30000}); got != want {
 		t.Fatalf("DefaultPolicy() = %+v, want %+v", got, want)
 	}
 }
 
 func TestBudgetFor(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		p        Policy
@@ -72,6 +75,7 @@ func TestBudgetFor(t *testing.T) {
 // TestDelaySequence: base 500 ms, cap 30 s doubles from 500 ms and stays
 // at the cap (docs/semantics.md, "Backoff").
 func TestDelaySequence(t *testing.T) {
+	t.Parallel()
 	p := Policy{Attempts: 10, BaseMS: 500, CapMS: 30000}
 	want := []int64{500, 1000, 2000, 4000, 8000, 16000, 30000, 30000}
 	for n, w := range want {
@@ -82,6 +86,7 @@ func TestDelaySequence(t *testing.T) {
 }
 
 func TestDelayEdges(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		p    Policy
@@ -106,6 +111,7 @@ func TestDelayEdges(t *testing.T) {
 }
 
 func TestJitter(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		d    int64
 		r    uint32
@@ -129,6 +135,7 @@ func TestJitter(t *testing.T) {
 }
 
 func TestWait(t *testing.T) {
+	t.Parallel()
 	p := Policy{Attempts: 5, BaseMS: 500, CapMS: 30000}
 	tests := []struct {
 		name  string
@@ -154,6 +161,7 @@ func TestWait(t *testing.T) {
 }
 
 func TestClassAndDenyStrings(t *testing.T) {
+	t.Parallel()
 	classes := map[Class]string{0: "class(0)", Success: "success", Retryable: "retryable", Permanent: "permanent", Unsafe: "unsafe", 9: "class(9)"}
 	for c, want := range classes {
 		if got := c.String(); got != want {
@@ -169,6 +177,7 @@ func TestClassAndDenyStrings(t *testing.T) {
 }
 
 func TestClassPredicates(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		c             Class
 		valid, failed bool
@@ -191,6 +200,7 @@ func TestClassPredicates(t *testing.T) {
 }
 
 func TestAdmitOrder(t *testing.T) {
+	t.Parallel()
 	c := Circuit{Threshold: 1, WindowMS: 1000, CooldownMS: 500, Probes: 1}
 	open := Breaker{State: Open, Until: 2000}
 	tests := []struct {
@@ -224,6 +234,7 @@ func TestAdmitOrder(t *testing.T) {
 }
 
 func TestPlanAfter(t *testing.T) {
+	t.Parallel()
 	p := Policy{Attempts: 3, BaseMS: 500, CapMS: 30000}
 	tests := []struct {
 		name     string
@@ -262,6 +273,7 @@ func TestPlanAfter(t *testing.T) {
 // TestAttemptsBound walks an example: with Attempts 3 a job gets at
 // most three attempts: left 3→2 (wait), 2→1 (wait), 1→0 (stop).
 func TestAttemptsBound(t *testing.T) {
+	t.Parallel()
 	p := Policy{Attempts: 3, BaseMS: 500, CapMS: 30000}
 	fails, now, started := 0, int64(0), 0
 	for {

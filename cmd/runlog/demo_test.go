@@ -11,6 +11,7 @@ import (
 // in which every job is accounted for, the healthy target's jobs succeed and
 // the down target's fail.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := runCLI(t, nil, "demo", "--jobs", "300")
 	if code != 0 {
 		t.Fatalf("runlog demo: exit %d\n%s\n%s", code, out, errOut)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/runlog/runlog/internal/kinds"
 	"github.com/runlog/runlog/internal/server"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // recorder is a loopback target that counts deliveries per job id and
@@ -63,26 +64,20 @@ func (rec *recorder) deliveries(id uint64) int {
 // waitAllFinished polls until the server has nothing pending or running.
 func waitAllFinished(t *testing.T, c *server.Client) server.Stats {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	return testwait.UntilWithin(t, 60*time.Second, "every job to finish", func() (server.Stats, bool) {
 		s, err := c.Stats(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Pending+s.Running == 0 {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobs did not finish: %+v", s)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return s, s.Pending+s.Running == 0
+	})
 }
 
 // TestServeEndToEnd builds the binary, runs `runlog serve`, enqueues http
 // jobs against a local target and checks that each ends as its target
 // implies; it also drives the client subcommands against that server.
 func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
 	rec := newRecorder(t)
 	p := startServe(t, t.TempDir(), "--retry-attempts", "4", "--retry-base", "2ms", "--retry-cap", "10ms",
 		"--breaker-threshold", "100000")
@@ -161,7 +156,10 @@ func TestServeEndToEnd(t *testing.T) {
 	if code, out, errOut = runCLI(t, env, "retry", strconv.FormatUint(failedID, 10)); code != 0 || !strings.Contains(out, "job ") {
 		t.Errorf("runlog retry: exit %d, %q %s", code, out, errOut)
 	}
-	code, out, _ = runCLI(t, env, "enqueue", "--url", rec.srv.URL+"/ok", "--run-in", "1h")
+	code, out, errOut = runCLI(t, env, "enqueue", "--url", rec.srv.URL+"/ok", "--run-in", "1h")
+	if code != 0 {
+		t.Fatalf("runlog enqueue --run-in 1h: exit %d, %q %s", code, out, errOut)
+	}
 	later := strings.TrimSpace(out)
 	if code, out, errOut = runCLI(t, env, "cancel", later, "--reason", "no longer needed"); code != 0 || !strings.Contains(out, "cancelled") {
 		t.Errorf("runlog cancel: exit %d, %q %s", code, out, errOut)
@@ -185,6 +183,7 @@ func TestServeEndToEnd(t *testing.T) {
 }
 
 func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	code, _, errOut := runCLI(t, nil, "serve", "--data", dir, "--addr", "0.0.0.0:0")
 	if code != exitFailure || !strings.Contains(errOut, "without a token") {

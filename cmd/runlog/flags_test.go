@@ -50,6 +50,7 @@ func TestFlagsFromEnvironment(t *testing.T) {
 }
 
 func TestByteSize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want int64
@@ -68,6 +69,7 @@ func TestByteSize(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	var out, errOut bytes.Buffer
 	if code := run(nil, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "serve") {
 		t.Errorf("no command: exit %d", code)

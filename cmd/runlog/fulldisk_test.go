@@ -127,6 +127,7 @@ func health(t *testing.T, url string) (int, map[string]string) {
 // acknowledged job once space is freed and it is restarted, and stop with
 // exit 0 when the disk is full but nothing is at risk.
 func TestServeFullDisk(t *testing.T) {
+	t.Parallel()
 	mnt := loopMount(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	filler := filepath.Join(mnt, "filler")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog/internal/server"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 var (
@@ -122,13 +123,12 @@ func startServe(t testing.TB, dir string, args ...string) *serveProc {
 		t.Fatalf("runlog serve did not start\n%s", p.output())
 	}
 	c := p.client()
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Health(context.Background()) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("runlog serve never became healthy\n%s", p.output())
+	testwait.UntilWithin(t, 30*time.Second, "runlog serve to become healthy", func() (string, bool) {
+		if err := c.Health(context.Background()); err != nil {
+			return fmt.Sprintf("%v\n%s", err, p.output()), false
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return "", true
+	})
 	return p
 }
 

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // TestJournalStateCompactAndDump drives a runner through a short history,
 // then rebuilds past states with `journal state --at`, compacts offline and
 // checks that dump shows the snapshot.
 func TestJournalStateCompactAndDump(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	done := make(chan struct{}, 3)
 	// Two snapshots kept, so that the journal since the first is there to
@@ -35,13 +37,10 @@ func TestJournalStateCompactAndDump(t *testing.T) {
 		}
 		<-done
 	}
-	for {
+	testwait.Until(t, "2 succeeded and 1 failed job", func() (runlog.Stats, bool) {
 		st, _ := r.Stats(ctx)
-		if st.Succeeded == 2 && st.Failed == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return st, st.Succeeded == 2 && st.Failed == 1
+	})
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +76,7 @@ func TestJournalStateCompactAndDump(t *testing.T) {
 // preallocated 64 MiB segments where the server uses 16 MiB
 // (runlog.DefaultSegmentSize), growing a directory by 48 MiB.
 func TestJournalCompactSegmentSize(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r, err := runlog.Open(dir, runlog.Config{Handlers: map[string]runlog.Handler{
 		"ok": runlog.Handle(func(context.Context, []byte) error { return nil }),

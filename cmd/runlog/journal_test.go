@@ -71,6 +71,7 @@ func (l journalLayout) segPath(index uint64) string {
 }
 
 func TestJournalVerifyExitCodes(t *testing.T) {
+	t.Parallel()
 	dir, l := buildJournal(t, 20)
 	total := len(l.records)
 	if total < 20 {
@@ -158,6 +159,7 @@ func TestJournalVerifyExitCodes(t *testing.T) {
 }
 
 func TestJournalDump(t *testing.T) {
+	t.Parallel()
 	dir, l := buildJournal(t, 5)
 	code, out, errOut := runCLI(t, nil, "journal", "dump", dir)
 	if code != exitOK {

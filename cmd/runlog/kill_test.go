@@ -21,6 +21,7 @@ import (
 // cut by a kill (every delivery but one belongs to an attempt that did not
 // succeed).
 func TestKill9Loop(t *testing.T) {
+	t.Parallel()
 	cycles := 6
 	if testing.Short() {
 		cycles = 3
@@ -79,7 +80,7 @@ func TestKill9Loop(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond) // under test: a kill at a random moment of the load
 		p.kill()
 		close(stop)
 		wg.Wait()

@@ -10,6 +10,7 @@ import (
 // job per request and in batches, and checks that every accepted job was
 // delivered.
 func TestLoadtest(t *testing.T) {
+	t.Parallel()
 	line := regexp.MustCompile(`enqueue: (\d+) jobs accepted[^\n]*errors 0\ndeliver: (\d+) jobs finished \(succeeded (\d+), failed 0\)[^\n]*the target saw (\d+) deliveries`)
 	for _, batch := range []string{"1", "20"} {
 		p := startServe(t, t.TempDir())

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,11 +16,13 @@ import (
 
 	"github.com/runlog/runlog/internal/pgtest"
 	"github.com/runlog/runlog/internal/server"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // TestMigrateAndServeOnPostgres: `runlog migrate` creates the schema, and a
 // server started on --postgres delivers http jobs like the embedded one.
 func TestMigrateAndServeOnPostgres(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	var out, errb bytes.Buffer
 	if code := run([]string{"migrate", "--postgres", url}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "schema at version") {
@@ -61,17 +64,10 @@ func TestMigrateAndServeOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[uint64]string{good.ID: "succeeded", bad.ID: "failed"} {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testwait.UntilWithin(t, 30*time.Second, fmt.Sprintf("job %d to be %s", id, want), func() (string, bool) {
 			j, err := c.Job(ctx, id)
-			if err == nil && string(j.State) == want {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %d: %+v %v, want %s", id, j, err, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return fmt.Sprintf("%+v %v", j, err), err == nil && string(j.State) == want
+		})
 	}
 
 	// The dashboard, the metrics and the stats read the same store: each

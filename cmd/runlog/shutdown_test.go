@@ -16,6 +16,7 @@ import (
 // within --shutdown-timeout finishes and is recorded; one that does not is
 // cut, the server still exits 0, and the job runs again after a restart.
 func TestServeSigterm(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	arrived := make(chan string, 4)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -23,7 +24,7 @@ func TestServeSigterm(t *testing.T) {
 		arrived <- r.URL.Path
 		switch r.URL.Path {
 		case "/short":
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // under test: an attempt that ends within --shutdown-timeout
 		case "/stuck":
 			select {
 			case <-release:

@@ -49,6 +49,7 @@ func serveOutcome(t *testing.T, env []string, args ...string) (started bool, cod
 }
 
 func TestServeRefusesBlankToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := func(name, content string) string {
 		p := filepath.Join(dir, name)

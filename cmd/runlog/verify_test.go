@@ -15,6 +15,7 @@ import (
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/server"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // enqueueJobs opens dir with cfg, enqueues n jobs due in an hour and closes it.
@@ -74,6 +75,7 @@ func copyDir(t *testing.T, from string) string {
 // says corrupt (exit 3) exactly when opening the directory fails, and
 // otherwise 0 (clean) or 2 (a torn tail that opening repairs).
 func TestJournalVerifyAgreesWithOpen(t *testing.T) {
+	t.Parallel()
 	small := runlog.Config{SegmentSize: 4096}
 	// Without a snapshot: several segments, all kept.
 	bare := t.TempDir()
@@ -242,6 +244,7 @@ func newestRecord(t *testing.T, dir string, k int) (string, int64) {
 // Once the marker names them (within a second of the appends), verify
 // says corrupt and opening the directory refuses, naming the file.
 func TestServeZeroedRecordsAfterKill(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := startServe(t, dir)
 	c := p.client()
@@ -283,21 +286,21 @@ func TestServeZeroedRecordsAfterKill(t *testing.T) {
 		}
 		return path
 	}
-	// Wait (polling the property itself, on copies) until the marker
-	// names the records.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// Wait until the marker names the records: each time the marker file
+	// changes (the event), check the property itself on a copy.
+	var lastMark []byte
+	testwait.Until(t, "verify to detect the zeroed records (after the marker names them)", func() (string, bool) {
+		mark, err := os.ReadFile(filepath.Join(dir, "MARK"))
+		if err != nil || bytes.Equal(mark, lastMark) {
+			return "the marker has not changed", false
+		}
+		lastMark = mark
 		cp := copyDir(t, dir)
 		zeroNewest(cp)
 		var out, errOut bytes.Buffer
-		if runJournalVerify([]string{cp}, &out, &errOut) == exitCorrupt {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the zeroed records were never detected:\n%s%s", out.String(), errOut.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		code := runJournalVerify([]string{cp}, &out, &errOut)
+		return out.String() + errOut.String(), code == exitCorrupt
+	})
 	p.kill()
 	path := zeroNewest(dir)
 	code, out, errOut := runCLI(t, nil, "journal", "verify", dir)

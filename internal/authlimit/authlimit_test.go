@@ -31,6 +31,7 @@ func wrong() bool { return false }
 func right() bool { return true }
 
 func TestDoublingWait(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	l := New(clk.now)
 	const addr = "192.0.2.7:4000"
@@ -59,6 +60,7 @@ func TestDoublingWait(t *testing.T) {
 }
 
 func TestGlobalCap(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	l := New(clk.now)
 	if ok, _ := l.Check("198.51.100.1:1", right); !ok {
@@ -94,6 +96,7 @@ func TestGlobalCap(t *testing.T) {
 }
 
 func TestTablesBounded(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	l := New(clk.now)
 	for i := range MaxClients + 100 {
@@ -114,6 +117,7 @@ func TestTablesBounded(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
+	t.Parallel()
 	l := New(nil)
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -129,6 +133,7 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestNilLimiter(t *testing.T) {
+	t.Parallel()
 	var l *Limiter
 	if ok, wait := l.Check("x", right); !ok || wait != 0 {
 		t.Error("a nil limiter refused the right token")
@@ -141,6 +146,7 @@ func TestNilLimiter(t *testing.T) {
 }
 
 func TestClientKey(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"127.0.0.1:5555":           "127.0.0.1",
 		"[::ffff:10.0.0.1]:1":      "10.0.0.1",
@@ -155,6 +161,7 @@ func TestClientKey(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
+	t.Parallel()
 	for d, want := range map[time.Duration]string{time.Millisecond: "1", time.Second: "1", 1500 * time.Millisecond: "2", 5 * time.Minute: "300"} {
 		if got := RetryAfter(d); got != want {
 			t.Errorf("RetryAfter(%v) = %q, want %q", d, got, want)

@@ -105,6 +105,7 @@ func clockedServer(t *testing.T, token string) (*bundle, *manualClock, *httptest
 }
 
 func TestSessionPerLogin(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-token"
 	b, _, srv := clockedServer(t, token)
 	id := b.enqueue("ok", runlog.RunIn(time.Hour))
@@ -160,6 +161,7 @@ func TestSessionPerLogin(t *testing.T) {
 }
 
 func TestSessionCookieSecureOverTLS(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Token: "s3cret-token"})
 	srv := httptest.NewTLSServer(b.handler)
 	defer srv.Close()
@@ -176,6 +178,7 @@ func TestSessionCookieSecureOverTLS(t *testing.T) {
 }
 
 func TestSessionExpiry(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-token"
 	_, clk, srv := clockedServer(t, token)
 	br := newBrowser(t, srv.URL, "127.0.0.1")
@@ -206,6 +209,7 @@ func TestSessionExpiry(t *testing.T) {
 }
 
 func TestSessionTableBounded(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-token"
 	_, _, srv := clockedServer(t, token)
 	first := newBrowser(t, srv.URL, "127.0.0.1")
@@ -221,6 +225,7 @@ func TestSessionTableBounded(t *testing.T) {
 // TestSessionMemory checks that the table holds no more than maxSessions
 // and drops expired sessions, even when nobody logs in.
 func TestSessionMemory(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-token"
 	b, clk, srv := clockedServer(t, token)
 	a := b.h().auth
@@ -245,6 +250,7 @@ func TestSessionMemory(t *testing.T) {
 }
 
 func TestLoginThrottle(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-token"
 	_, clk, srv := clockedServer(t, token)
 	attacker := newBrowser(t, srv.URL, "127.0.0.1")
@@ -319,6 +325,7 @@ func TestLoginThrottle(t *testing.T) {
 }
 
 func TestLoginThrottleGlobal(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-token"
 	_, clk, srv := clockedServer(t, token)
 	// An operator logged in before the attack.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // benchJobs is how many pending jobs BenchmarkPages holds: 1 M, or
@@ -59,17 +60,14 @@ func BenchmarkPages(b *testing.B) {
 		last = bn.enqueue(kind, runlog.Target(fmt.Sprintf("partner-%02d.example", i%100)))
 	}
 	bn.waitState(last, runlog.StateSucceeded)
-	for {
+	st := testwait.Until(b, fmt.Sprintf("%d pending jobs and none running", n), func() (runlog.Stats, bool) {
 		st, err := bn.runner.Stats(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if st.Running == 0 && st.Pending == n {
-			b.Logf("%d jobs held (%d pending, %d succeeded, %d failed), set up in %v", st.Pending+st.Succeeded+st.Failed, st.Pending, st.Succeeded, st.Failed, time.Since(t0).Round(time.Millisecond))
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st, st.Running == 0 && st.Pending == n
+	})
+	b.Logf("%d jobs held (%d pending, %d succeeded, %d failed), set up in %v", st.Pending+st.Succeeded+st.Failed, st.Pending, st.Succeeded, st.Failed, time.Since(t0).Round(time.Millisecond))
 	pages := []struct{ name, path string }{
 		{"overview", "/"},
 		{"jobs", "/jobs"},

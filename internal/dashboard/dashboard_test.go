@@ -14,6 +14,7 @@ import (
 )
 
 func TestPages(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{})
 	ok := b.enqueue("ok", runlog.Key("order-7"), runlog.Target("partner.example"))
 	bad := b.enqueue("bad", runlog.Target("partner.example"))
@@ -85,6 +86,7 @@ func targetsSeen(t *testing.T, b *bundle) int {
 }
 
 func TestStatic(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{})
 	_, page := b.get("/")
 	for name, ctype := range map[string]string{"htmx-2.0.4.min.js": "text/javascript", "style.css": "text/css", "dashboard.js": "text/javascript"} {
@@ -116,6 +118,7 @@ func TestStatic(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{})
 	tests := []struct {
 		method, path string
@@ -192,6 +195,7 @@ func (b *bundle) flash(res *http.Response) string {
 }
 
 func TestActions(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{})
 	ctx := context.Background()
 
@@ -308,6 +312,7 @@ func TestActions(t *testing.T) {
 }
 
 func TestCrossSiteRefused(t *testing.T) {
+	t.Parallel()
 	for _, token := range []string{"", "s3cret"} {
 		t.Run(fmt.Sprintf("token=%v", token != ""), func(t *testing.T) {
 			b := setup(t, Options{Token: token})
@@ -348,6 +353,7 @@ func TestCrossSiteRefused(t *testing.T) {
 }
 
 func TestToken(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-token"
 	b := setup(t, Options{Token: token})
 	id := b.enqueue("ok", runlog.RunIn(time.Hour))
@@ -451,6 +457,7 @@ func reqWithCookie(c string) *http.Request {
 }
 
 func TestNoToken(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{})
 	res, _ := b.get("/login")
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" {
@@ -462,6 +469,7 @@ func TestNoToken(t *testing.T) {
 }
 
 func TestReadOnly(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{ReadOnly: true})
 	bad := b.enqueue("bad")
 	pending := b.enqueue("ok", runlog.RunIn(time.Hour))
@@ -502,6 +510,7 @@ func TestReadOnly(t *testing.T) {
 }
 
 func TestPaging(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{})
 	reqs := make([]runlog.JobRequest, 120)
 	for i := range reqs {

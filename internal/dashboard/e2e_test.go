@@ -25,6 +25,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/server"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // chromiumPath finds Debian's chromium (or RUNLOG_CHROMIUM).
@@ -117,7 +118,7 @@ func startBinary(t *testing.T) (base string, ok bool) {
 		}
 	})
 	base = "http://" + addr
-	waitUntil(t, 20*time.Second, "runlog serve answers /healthz", func() bool {
+	testwait.ForWithin(t, 20*time.Second, "runlog serve answers /healthz", func() bool {
 		res, err := http.Get(base + "/healthz")
 		if err != nil {
 			return false
@@ -127,18 +128,6 @@ func startBinary(t *testing.T) (base string, ok bool) {
 	})
 	t.Logf("testing the dashboard of the real binary (%s serve)", bin)
 	return base, true
-}
-
-// waitUntil polls cond until it holds or d passes.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // apiStats is GET /v1/stats.
@@ -167,6 +156,7 @@ func getJSON(t *testing.T, url string, v any) {
 // retried by a click, and it runs again and succeeds. It saves a PNG of each
 // page to RUNLOG_SCREENSHOTS (or a temporary directory).
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("browser test: skipped in -short mode")
 	}
@@ -218,7 +208,7 @@ func TestBrowser(t *testing.T) {
 		enqueue(fmt.Sprintf("/bad/%d", i), fmt.Sprintf("order-bad-%d", i), time.Time{})
 	}
 	var st apiStats
-	waitUntil(t, 20*time.Second, "6 jobs succeeded and 3 failed", func() bool {
+	testwait.ForWithin(t, 20*time.Second, "6 jobs succeeded and 3 failed", func() bool {
 		getJSON(t, base+"/v1/stats", &st)
 		return st.Succeeded == 6 && st.Failed == 3
 	})
@@ -239,7 +229,7 @@ func TestBrowser(t *testing.T) {
 	// The overview refreshes itself (htmx, every 5 s): a job enqueued now
 	// (due in an hour) shows up without a reload.
 	later := enqueue("/ok/later", "order-later", time.Now().Add(time.Hour))
-	waitUntil(t, 15*time.Second, "the overview refreshes to 1 pending job", func() bool { return textIs(`[data-count="pending"]`, "1") })
+	testwait.ForWithin(t, 15*time.Second, "the overview refreshes to 1 pending job", func() bool { return textIs(`[data-count="pending"]`, "1") })
 	if _, err := http.Post(fmt.Sprintf("%s/v1/jobs/%d/cancel", base, later), "application/json", strings.NewReader(`{"reason":"e2e"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +278,7 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("after retry the page says %q", got)
 	}
 	// The page refreshes itself while the job is pending or running.
-	waitUntil(t, 20*time.Second, "the job page shows the retried job succeeded", func() bool { return textIs("#job-state", "succeeded") })
+	testwait.ForWithin(t, 20*time.Second, "the job page shows the retried job succeeded", func() bool { return textIs("#job-state", "succeeded") })
 	attempts, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll("#attempts tbody tr[data-attempt]")))
 	if err != nil || len(attempts) != 2 {
 		t.Errorf("the job page shows %d attempts (%v), want 2 (the refused one and the retry)", len(attempts), err)
@@ -314,7 +304,7 @@ func TestBrowser(t *testing.T) {
 	if got := text("#flash"); !strings.Contains(got, "will run again") {
 		t.Errorf("after a row's retry the page says %q", got)
 	}
-	waitUntil(t, 20*time.Second, "one job is left failed", func() bool {
+	testwait.ForWithin(t, 20*time.Second, "one job is left failed", func() bool {
 		getJSON(t, base+"/v1/stats", &st)
 		return st.Failed == 1
 	})
@@ -323,7 +313,7 @@ func TestBrowser(t *testing.T) {
 	if got := text("#flash"); got != "Retried 1 job." {
 		t.Errorf("after the bulk retry the page says %q, want \"Retried 1 job.\"", got)
 	}
-	waitUntil(t, 20*time.Second, "every job succeeded", func() bool {
+	testwait.ForWithin(t, 20*time.Second, "every job succeeded", func() bool {
 		getJSON(t, base+"/v1/stats", &st)
 		return st.Succeeded == 9 && st.Failed == 0
 	})
@@ -454,6 +444,7 @@ func (tb *tab) shot(name string) {
 // (the session cookie is SameSite=Strict), retries a job through htmx with
 // the CSRF header, and logs out.
 func TestBrowserLogin(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("browser test: skipped in -short mode")
 	}
@@ -481,7 +472,7 @@ func TestBrowserLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "the job failed", func() bool {
+	testwait.ForWithin(t, 20*time.Second, "the job failed", func() bool {
 		j, err := r.Job(ctx, res.ID)
 		return err == nil && j.State == runlog.StateFailed
 	})
@@ -502,7 +493,7 @@ func TestBrowserLogin(t *testing.T) {
 		t.Errorf("after the login the browser is at %q, want the page it asked for, %s", loc, page)
 	}
 	tb.do("retry", chromedp.Click(chromedp.CSS("#retry-button")), chromedp.WaitVisible(chromedp.CSS("#flash")))
-	waitUntil(t, 20*time.Second, "the retried job failed again", func() bool {
+	testwait.ForWithin(t, 20*time.Second, "the retried job failed again", func() bool {
 		j, err := r.Job(ctx, res.ID)
 		return err == nil && j.State == runlog.StateFailed && len(j.History) == 2
 	})

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // bundle is what setup gives a test: a runner with the test kinds, its
@@ -89,23 +91,16 @@ func (b *bundle) enqueue(kind string, opts ...runlog.EnqueueOption) uint64 {
 }
 
 // waitState waits until job id is in state s (the runner works in the
-// background; the wait is bounded, never a fixed sleep).
+// background) and returns it.
 func (b *bundle) waitState(id uint64, s runlog.State) runlog.Job {
 	b.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	return testwait.Until(b.t, fmt.Sprintf("job %d to be %s", id, s), func() (runlog.Job, bool) {
 		j, err := b.runner.Job(context.Background(), id)
 		if err != nil {
 			b.t.Fatalf("job %d: %v", id, err)
 		}
-		if j.State == s {
-			return j
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("job %d is %s after 10s, want %s (reason %q)", id, j.State, s, j.Reason)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return j, j.State == s
+	})
 }
 
 // get requests path with the given headers and returns the response and

@@ -34,6 +34,7 @@ func (c *manualClock) advance(d time.Duration) {
 var start = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
 func TestRecorder(t *testing.T) {
+	t.Parallel()
 	clk := &manualClock{t: start}
 	r := newRecorder(clk.now)
 	ev := func(target, outcome string) {
@@ -110,6 +111,7 @@ func TestRecorder(t *testing.T) {
 }
 
 func TestRecorderBoundsTargets(t *testing.T) {
+	t.Parallel()
 	clk := &manualClock{t: start}
 	r := newRecorder(clk.now)
 	for i := range MaxRecordedTargets + 5 {
@@ -128,6 +130,7 @@ func TestRecorderBoundsTargets(t *testing.T) {
 // TargetLastHour holds exactly the events of that minute, for the minutes of
 // the last hour.
 func TestRecorderModel(t *testing.T) {
+	t.Parallel()
 	outcomes := []string{"success", "retryable", "permanent", "unsafe"}
 	rapid.Check(t, func(t *rapid.T) {
 		clk := &manualClock{t: start}
@@ -183,6 +186,7 @@ func TestRecorderModel(t *testing.T) {
 }
 
 func TestRecorderConcurrent(t *testing.T) {
+	t.Parallel()
 	r := NewRecorder()
 	var wg sync.WaitGroup
 	for g := range 8 {

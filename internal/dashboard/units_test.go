@@ -8,6 +8,7 @@ import (
 )
 
 func TestPrettyPayload(t *testing.T) {
+	t.Parallel()
 	big := `{"s":"` + strings.Repeat("x", maxShownPayload) + `"}`
 	tests := []struct {
 		name, in  string
@@ -40,6 +41,7 @@ func TestPrettyPayload(t *testing.T) {
 }
 
 func TestParseFilter(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		query   string
 		want    filter
@@ -80,6 +82,7 @@ func TestParseFilter(t *testing.T) {
 }
 
 func TestLocalPath(t *testing.T) {
+	t.Parallel()
 	tests := map[string]string{
 		"":                      "/",
 		"/failed?kind=http":     "/failed?kind=http",
@@ -126,6 +129,7 @@ func FuzzLocalPath(f *testing.F) {
 }
 
 func TestChart(t *testing.T) {
+	t.Parallel()
 	series := []Minute{{Start: start}, {Start: start.Add(time.Minute), Succeeded: 3, Retryable: 1}, {Start: start.Add(2 * time.Minute), Succeeded: 1, Unsafe: 1}}
 	c := newChart(series, 30, 40)
 	if c.Max != 4 || len(c.Bars) != 3 {
@@ -151,6 +155,7 @@ func TestChart(t *testing.T) {
 }
 
 func TestHuman(t *testing.T) {
+	t.Parallel()
 	tests := map[time.Duration]string{
 		850 * time.Millisecond:                "850ms",
 		12*time.Second + 340*time.Millisecond: "12.3s",

@@ -177,6 +177,7 @@ func runWorkload(t testing.TB, m *vfs.Mem, opts Options, seed uint64, steps int)
 // recovers the acknowledged records plus possibly some whose append
 // failed, never a partial one.
 func TestFailNthOperation(t *testing.T) {
+	t.Parallel()
 	opts := Options{SegmentSize: 256, MaxRecordSize: 1024}
 	const seed, steps = 42, 60
 	base := vfs.NewMem()
@@ -210,6 +211,7 @@ func TestFailNthOperation(t *testing.T) {
 // fdatasync fails gets ErrFailed, and so does every later one, even though
 // a later sync would "succeed"; after reopening only synced records exist.
 func TestFailedSyncIsSticky(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	j := mustOpen(t, m, "j", Options{})
 	want := writeRecords(t, j, 3)
@@ -265,6 +267,7 @@ func TestFailedSyncIsSticky(t *testing.T) {
 // Every acknowledged record survives and the journal always opens; no
 // record is partial. Set RUNLOG_CRASH_ITERS for a longer run.
 func TestRandomCrashClones(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	opts := Options{SegmentSize: 4096, MaxRecordSize: 1024}

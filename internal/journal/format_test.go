@@ -18,6 +18,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func TestEncodeFrame(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		rec      string
 		synced   int64
@@ -67,6 +68,7 @@ func flip(b []byte, i int) []byte {
 }
 
 func TestDecodeSegment(t *testing.T) {
+	t.Parallel()
 	a, b := frame("alpha", 40), frame("bravo", 64)
 	hugeLen := bytes.Clone(a)
 	binary.LittleEndian.PutUint32(hugeLen[0:4], 1<<31-1)
@@ -141,6 +143,7 @@ func TestDecodeSegment(t *testing.T) {
 // TestHostileLengthAllocatesLittle is checklist item 5: a length field
 // claiming far more than the file holds must not be allocated.
 func TestHostileLengthAllocatesLittle(t *testing.T) {
+	// Not parallel: allocBytes reads the process-wide allocation count.
 	data := seg(frame("alpha", 40))
 	binary.LittleEndian.PutUint32(data[40:44], 1<<30)
 	var res scanResult
@@ -194,6 +197,7 @@ func buildGolden(t *testing.T) []byte {
 // (run with -update to rewrite testdata/v2.seg after a deliberate format
 // change, which also needs a new Version), and the file opens.
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	golden := filepath.Join("testdata", "v2.seg")
 	got := buildGolden(t)
 	if *update {
@@ -232,6 +236,7 @@ func TestGolden(t *testing.T) {
 // takes new records (its header, which does not say whether it was
 // preallocated, is kept), and the next segment is version 2.
 func TestVersion1StillOpens(t *testing.T) {
+	t.Parallel()
 	old, err := os.ReadFile(filepath.Join("testdata", "v1.seg"))
 	if err != nil {
 		t.Fatal(err)

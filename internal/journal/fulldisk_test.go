@@ -28,6 +28,7 @@ func kib(i int) []byte {
 // space, fail only once a write really finds no room, and keep every
 // acknowledged record.
 func TestFullDiskPreallocationFails(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	const dir = "/j"
 	m.SetCapacity(fullDiskSeg + fullDiskSeg/2)
@@ -108,6 +109,7 @@ func TestFullDiskPreallocationFails(t *testing.T) {
 // in the active (preallocated) segment: the rotation fails, the journal
 // does not, and appends go on in the active segment.
 func TestFullDiskRotate(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	const dir = "/j"
 	m.SetCapacity(fullDiskSeg)

@@ -90,6 +90,7 @@ func fuzzSeeds() [][]byte {
 // TestWriteFuzzCorpus writes the seed corpus under testdata/fuzz/FuzzDecode
 // when run with -update.
 func TestWriteFuzzCorpus(t *testing.T) {
+	t.Parallel()
 	if !*update {
 		t.Skip("run with -update to rewrite the committed fuzz corpus")
 	}

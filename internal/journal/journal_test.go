@@ -17,6 +17,7 @@ import (
 // TestTooLarge: a record above MaxRecordSize is refused before anything is
 // written, in every append form, and the journal stays usable.
 func TestTooLarge(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	opts := Options{MaxRecordSize: 100}
 	j := mustOpen(t, m, "j", opts)
@@ -99,7 +100,7 @@ func (f *spyFile) Sync() error {
 	f.fs.mu.Lock()
 	covered := f.fs.written[f.name] // a sync covers what was written before it began
 	f.fs.mu.Unlock()
-	time.Sleep(f.fs.syncDelay)
+	time.Sleep(f.fs.syncDelay) // under test: a slow fsync
 	err := f.File.Sync()
 	if err == nil {
 		f.fs.syncs.Add(1)
@@ -114,6 +115,7 @@ func (f *spyFile) Sync() error {
 // every Append returns only after a sync that covers its whole frame
 // returned, and there are fewer syncs than appends.
 func TestGroupCommitSpy(t *testing.T) {
+	t.Parallel()
 	spy := &spyFS{FS: vfs.NewMem(), syncDelay: time.Millisecond, written: map[string]int64{}, synced: map[string]int64{}}
 	j := mustOpen(t, spy, "j", Options{SegmentSize: 8 << 10})
 	const workers, each = 64, 20
@@ -153,6 +155,7 @@ func TestGroupCommitSpy(t *testing.T) {
 // header is synced before the rename that publishes it, the directory is
 // synced after the rename, and only then is a record written to it.
 func TestRotationOrder(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	j := mustOpen(t, m, "j", Options{})
 	writeRecords(t, j, 1)
@@ -185,6 +188,7 @@ func TestRotationOrder(t *testing.T) {
 }
 
 func TestRotateDropReplay(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	j := mustOpen(t, m, "j", Options{})
 	writeRecords(t, j, 3) // seq 1-3 in segment 1
@@ -237,6 +241,7 @@ func TestRotateDropReplay(t *testing.T) {
 }
 
 func TestReplayFromAndStop(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	j := mustOpen(t, m, "j", Options{SegmentSize: 200})
 	defer mustClose(t, j)
@@ -261,6 +266,7 @@ func TestReplayFromAndStop(t *testing.T) {
 // TestConcurrentUse runs appends of every kind, replays, rotations and drops
 // at once (for -race) and checks that each replay sees contiguous records.
 func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
 	j := mustOpen(t, vfs.NewMem(), "j", Options{SegmentSize: 1024})
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -326,6 +332,7 @@ func check(t *testing.T, err error) {
 // TestCloseCompletesQueued: Close waits for queued async appends, which
 // complete; later calls get ErrClosed; Close is idempotent.
 func TestCloseCompletesQueued(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	j := mustOpen(t, m, "j", Options{})
 	var calls atomic.Int64
@@ -375,6 +382,7 @@ func TestCloseCompletesQueued(t *testing.T) {
 }
 
 func TestOnSyncAndEmptyBatch(t *testing.T) {
+	t.Parallel()
 	var recs, bytesN atomic.Int64
 	opts := Options{OnSync: func(s SyncInfo) {
 		recs.Add(int64(s.Records))
@@ -405,6 +413,7 @@ func TestOnSyncAndEmptyBatch(t *testing.T) {
 // TestScanAndVerify: the read-only inspection functions report records,
 // a torn tail (without repairing it) and corruption.
 func TestScanAndVerify(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 20, 256, false)
 	rep := mustVerify(t, f.m, f.dir, f.opts)
 	last := f.pos[len(f.pos)-1]
@@ -451,6 +460,7 @@ func TestScanAndVerify(t *testing.T) {
 }
 
 func TestMissingSegmentIsCorrupt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 30, 200, false)
 	m := f.clone()
 	m.Remove(segPath(f.dir, 2))
@@ -459,6 +469,7 @@ func TestMissingSegmentIsCorrupt(t *testing.T) {
 }
 
 func TestOptionsValidation(t *testing.T) {
+	t.Parallel()
 	for _, o := range []Options{{SegmentSize: -1}, {MaxRecordSize: -1}, {MaxRecordSize: 1<<30 + 1}} {
 		o.FS = vfs.NewMem()
 		if _, err := Open("j", o); err == nil || !strings.Contains(err.Error(), "Options.") {
@@ -468,6 +479,7 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestIgnoresOtherFiles(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	m.MkdirAll("j")
 	for _, name := range []string{"00000000000000000001.snap", "notes.txt", "1.seg", "00000000000000000009.seg.broken"} {
@@ -490,6 +502,7 @@ func TestIgnoresOtherFiles(t *testing.T) {
 // order of syncs, a sealed segment loses its unused zeros, and no prepared
 // file outlives Close.
 func TestPreallocation(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	opts := Options{SegmentSize: 1024}
 	j := mustOpen(t, m, "j", opts)

@@ -2,10 +2,12 @@ package journal
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/internal/vfs"
 )
 
@@ -16,6 +18,7 @@ import (
 // refuse them with an error naming the file and saying to run verify, and
 // Verify says corrupt.
 func TestAcknowledgedLossIsDetected(t *testing.T) {
+	t.Parallel()
 	type build struct {
 		segSize    int64
 		noPrealloc bool
@@ -114,6 +117,7 @@ func cutAt(t *testing.T, m *vfs.Mem, p Position) (string, int64) {
 // leaves the other slot, and a crash while MARK is first created leaves no
 // marker; neither is damage.
 func TestMarkerSurvivesTornWrites(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	j := mustOpen(t, m, "j", Options{SegmentSize: 200})
 	writeRecords(t, j, 20) // rotations rewrite the marker
@@ -163,6 +167,7 @@ func TestMarkerSurvivesTornWrites(t *testing.T) {
 // shorter than that size, so the next Open does not take the repair for a
 // cut file.
 func TestTornGroupPastPreallocatedSize(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	opts := Options{SegmentSize: 4096, MaxRecordSize: 1 << 16}
 	j := mustOpen(t, m, "j", opts)
@@ -205,6 +210,7 @@ func TestTornGroupPastPreallocatedSize(t *testing.T) {
 // detected; without it, the same damage after the last marker cannot be
 // told from a clean end (the documented limit).
 func TestMarkEvery(t *testing.T) {
+	t.Parallel()
 	for _, every := range []time.Duration{0, 10 * time.Millisecond} {
 		m := vfs.NewMem()
 		opts := Options{SegmentSize: 1 << 16, MarkEvery: every}
@@ -212,16 +218,10 @@ func TestMarkEvery(t *testing.T) {
 		pos := writeRecords(t, j, 30)
 		if every > 0 {
 			// Wait for the marker to name the last record (an event, polled).
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				if cur, ok, _ := readMark(m, "j"); ok && cur.nextSeq == 31 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("MarkEvery %v: the marker never named record 30", every)
-				}
-				time.Sleep(every)
-			}
+			testwait.ForWithin(t, 10*time.Second, fmt.Sprintf("MarkEvery %v: the marker to name record 30", every), func() bool {
+				cur, ok, _ := readMark(m, "j")
+				return ok && cur.nextSeq == 31
+			})
 		}
 		killed := m.CrashClone(nil)
 		mustClose(t, j)

@@ -13,6 +13,7 @@ import (
 // rotations, drops, reopens and replays behaves like a plain list of
 // records, of which DropBefore removes only whole old segments.
 func TestModel(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
 		m := vfs.NewMem()
 		opts := Options{

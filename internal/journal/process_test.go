@@ -33,6 +33,7 @@ var helperOpts = Options{SegmentSize: 32 << 10, MaxRecordSize: 1 << 10, MarkEver
 // TestHelperProcess is not a test: it is the child of TestKill9Loop and
 // TestLockAcrossProcesses.
 func TestHelperProcess(t *testing.T) {
+	t.Parallel()
 	mode := os.Getenv(helperEnv)
 	if mode == "" {
 		t.Skip("helper process for other tests")
@@ -105,6 +106,7 @@ func helperCmd(t *testing.T, mode, dir, iter string) *exec.Cmd {
 // every acknowledged record is in the journal, and Verify passes. Set
 // RUNLOG_KILL_ITERS for more iterations.
 func TestKill9Loop(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 5))
 	dir := t.TempDir()
@@ -196,6 +198,7 @@ func parseAck(t *testing.T, line string, acked map[uint64]string) int {
 // Open of a held directory fails with ErrLocked naming the lock file, and
 // the first holder is unaffected.
 func TestLockSameProcess(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		fsys vfs.FS
@@ -220,6 +223,7 @@ func TestLockSameProcess(t *testing.T) {
 // TestLockAcrossProcesses is checklist item 24: a child process opening a
 // directory this process holds gets ErrLocked; after Close it can open it.
 func TestLockAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	j := mustOpen(t, vfs.OS{}, dir, helperOpts)
 	out, err := helperCmd(t, "lock", dir, "").Output()

@@ -79,6 +79,7 @@ func (f fixture) reopenAndAppend(t testing.TB, m *vfs.Mem, keep int) {
 // every byte offset keeps exactly the records wholly before the cut, then
 // appending and reopening work.
 func TestTruncateEveryOffset(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		segSize    int64
@@ -136,6 +137,7 @@ func TestTruncateEveryOffset(t *testing.T) {
 // lost) inside the newest record, and ErrCorrupt naming the file and offset
 // anywhere else; never a wrong record.
 func TestBitFlipEveryOffset(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 30, 300, false)
 	last := len(f.pos) - 1
 	for idx := uint64(1); idx <= f.pos[last].Segment; idx++ {
@@ -192,6 +194,7 @@ func flip8(b []byte, i int) []byte {
 // Close, whose marker names every record, the newest one zeroed is
 // corruption too (issue 14 item 12).
 func TestZeroedSector(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	opts := Options{}
 	j := mustOpen(t, m, "j", opts)
@@ -232,6 +235,7 @@ func TestZeroedSector(t *testing.T) {
 // last record are cut, new appends are readable, and the old tail never
 // comes back.
 func TestGarbageAfterLastRecord(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(testSeed(t), 0))
 	garbage := make([]byte, 1000)
 	for i := range garbage {
@@ -253,6 +257,7 @@ func TestGarbageAfterLastRecord(t *testing.T) {
 // TestTornHeaderAfterDropIsCorrupt: when old segments were dropped, a torn
 // header leaves no way to know the first sequence number: refuse.
 func TestTornHeaderAfterDropIsCorrupt(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	j := mustOpen(t, m, "j", Options{})
 	writeRecords(t, j, 3)
@@ -273,6 +278,7 @@ func TestTornHeaderAfterDropIsCorrupt(t *testing.T) {
 // step of Open's repair, then a plain Open, gives the same journal as an
 // uninterrupted repair, and a .broken copy of the cut bytes survives.
 func TestCrashDuringRepair(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	tail := []byte("a torn write that never finished ....")
@@ -327,6 +333,7 @@ func withFS(o Options, fsys vfs.FS) Options {
 // during the next group commit could keep the new frames and lose the old
 // ones, and the next Open would call an ordinary crash corruption.
 func TestOpenSyncsWhatItReads(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 9))
 	f := newFixture(t, 3, 1<<20, true)
@@ -371,6 +378,7 @@ func TestOpenSyncsWhatItReads(t *testing.T) {
 // TestRepairKeepsPreallocation: torn bytes followed by preallocated zeros
 // are zeroed, not truncated, so the segment keeps its preallocated size.
 func TestRepairKeepsPreallocation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 5, 4096, false)
 	_, data := f.lastSeg(t)
 	end := f.frameEnd(4)

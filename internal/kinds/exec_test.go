@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "hook.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
@@ -34,6 +35,7 @@ func TestParseCommand(t *testing.T) {
 }
 
 func TestExecRequestValidate(t *testing.T) {
+	t.Parallel()
 	cmds := map[string]string{"hook": "/bin/true"}
 	for _, tc := range []struct {
 		req  ExecRequest
@@ -53,6 +55,7 @@ func TestExecRequestValidate(t *testing.T) {
 }
 
 func TestTailBuffer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		writes []string

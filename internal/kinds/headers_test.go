@@ -11,11 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/kinds"
 	"github.com/runlog/runlog/internal/server"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // refusedHeaders are the names a job may not set (issue 14 item 3), in the
@@ -26,16 +26,22 @@ var refusedHeaders = []string{
 	"Transfer-Encoding", "upgrade", "Content-Length",
 }
 
-// hostRecorder is a target that records the Host header of every request.
+// hostRecorder is a target that records the Host header of every request
+// and, if arrived is set, signals each arrival on it (without blocking).
 type hostRecorder struct {
-	mu    sync.Mutex
-	hosts []string
+	mu      sync.Mutex
+	hosts   []string
+	arrived chan struct{}
 }
 
 func (h *hostRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.hosts = append(h.hosts, r.Host)
 	h.mu.Unlock()
+	select {
+	case h.arrived <- struct{}{}:
+	default:
+	}
 }
 
 func (h *hostRecorder) seen() []string {
@@ -45,6 +51,7 @@ func (h *hostRecorder) seen() []string {
 }
 
 func TestCheckHeadersRefusesHostAndHopByHop(t *testing.T) {
+	t.Parallel()
 	for _, name := range refusedHeaders {
 		err := kinds.CheckHeaders(map[string]string{"X-Ok": "1", name: "evil.example"})
 		if !errors.Is(err, kinds.ErrInvalid) || !strings.Contains(err.Error(), name) {
@@ -64,7 +71,8 @@ func TestCheckHeadersRefusesHostAndHopByHop(t *testing.T) {
 // Host (or hop-by-hop) job header answers 400 naming it and stores nothing;
 // the target, which is on the allow-list, is never contacted with it.
 func TestHostHeaderRefusedAtEnqueue(t *testing.T) {
-	rec := &hostRecorder{}
+	t.Parallel()
+	rec := &hostRecorder{arrived: make(chan struct{}, 1)}
 	target := httptest.NewServer(rec)
 	defer target.Close()
 	srv, err := server.Start(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", AllowHosts: []string{"127.0.0.1"}, NoDashboard: true,
@@ -114,10 +122,7 @@ func TestHostHeaderRefusedAtEnqueue(t *testing.T) {
 	if code, body := post(map[string]string{"X-Trace": "1"}); code != http.StatusCreated {
 		t.Fatalf("ordinary job: %d %s", code, body)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(rec.seen()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Recv(t, rec.arrived, "the target to receive the ordinary job")
 	want := strings.TrimPrefix(target.URL, "http://")
 	if got := rec.seen(); len(got) != 1 || got[0] != want {
 		t.Fatalf("target saw Host %q; want one request with Host %q", got, want)
@@ -128,6 +133,7 @@ func TestHostHeaderRefusedAtEnqueue(t *testing.T) {
 // an older version accepted) fails permanently on its first attempt with a
 // reason naming the header, and the target is never contacted.
 func TestHostHeaderRefusedAtDelivery(t *testing.T) {
+	t.Parallel()
 	rec := &hostRecorder{}
 	target := httptest.NewServer(rec)
 	defer target.Close()

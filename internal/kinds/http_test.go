@@ -13,6 +13,7 @@ import (
 )
 
 func TestHTTPTarget(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ url, want string }{
 		{"http://example.com/x", "http://example.com:80"},
 		{"https://example.com", "https://example.com:443"},
@@ -29,6 +30,7 @@ func TestHTTPTarget(t *testing.T) {
 }
 
 func TestParseURLRefuses(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		"", "ftp://example.com/x", "file:///etc/passwd", "example.com/x", "/relative",
 		"http://", "http:///path", "http:opaque", "gopher://x", "http://host:0/", "http://host:65536/",
@@ -41,6 +43,7 @@ func TestParseURLRefuses(t *testing.T) {
 }
 
 func TestHostAllowed(t *testing.T) {
+	t.Parallel()
 	list := []string{"example.com", "api.partner.io:8443", "*.hooks.dev", "[::1]", "10.0.0.1"}
 	for _, tc := range []struct {
 		url  string
@@ -74,6 +77,7 @@ func TestHostAllowed(t *testing.T) {
 }
 
 func TestHTTPRequestValidate(t *testing.T) {
+	t.Parallel()
 	r := HTTPRequest{URL: "http://example.com/x", Method: "put", Headers: map[string]string{"X-A": "b\tc"}}
 	if err := r.Validate(nil); err != nil {
 		t.Fatal(err)
@@ -113,6 +117,7 @@ func TestHTTPRequestValidate(t *testing.T) {
 }
 
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		status int
 		want   statusClass
@@ -137,6 +142,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		v    string
@@ -166,6 +172,7 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestNewClientDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
 	c := NewClient(4)
 	if c.CheckRedirect == nil || c.CheckRedirect(nil, nil) != http.ErrUseLastResponse {
 		t.Fatal("the http kind's client must return 3xx answers instead of following them")
@@ -201,6 +208,7 @@ func FuzzAppendJSON(f *testing.F) {
 // TestCheckTargetIsHTTPTarget: Check returns HTTPTarget's answer from its
 // one parse.
 func TestCheckTargetIsHTTPTarget(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{"http://x/", "https://Example.com/a", "http://[::1]:8080/x", "https://h:8443"} {
 		r := HTTPRequest{URL: u}
 		got, err := r.Check(nil)
@@ -240,6 +248,7 @@ func FuzzHTTPRequestUnmarshal(f *testing.F) {
 
 // TestHTTPRequestFastPathTaken: AppendJSON's own output takes the fast path.
 func TestHTTPRequestFastPathTaken(t *testing.T) {
+	t.Parallel()
 	r := HTTPRequest{URL: "http://x/a", Method: "PUT", Headers: map[string]string{"A": "b\"c"}, Body: "{\"k\":\"é\"}\n"}
 	var got HTTPRequest
 	if !got.decodeFast(r.AppendJSON(nil)) || !reflect.DeepEqual(got, r) {

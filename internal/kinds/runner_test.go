@@ -2,6 +2,7 @@ package kinds_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/kinds"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // openRunner opens a runner with the built-in kinds on a fresh journal and
@@ -42,23 +44,16 @@ func openRunner(t *testing.T, cfg kinds.Config) *runlog.Runner {
 	return r
 }
 
-// waitJob polls until pred holds for the job (or fails the test after 30 s).
+// waitJob waits until pred holds for the job and returns it.
 func waitJob(t *testing.T, r *runlog.Runner, id uint64, pred func(runlog.Job) bool) runlog.Job {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return testwait.Until(t, fmt.Sprintf("job %d to get there", id), func() (runlog.Job, bool) {
 		j, err := r.Job(context.Background(), id)
 		if err != nil {
 			t.Fatalf("Job(%d): %v", id, err)
 		}
-		if pred(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d did not get there in time; it is %+v", id, j)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return j, pred(j)
+	})
 }
 
 func finished(j runlog.Job) bool {
@@ -66,6 +61,7 @@ func finished(j runlog.Job) bool {
 }
 
 func TestHTTPKindOutcomes(t *testing.T) {
+	t.Parallel()
 	var (
 		mu         sync.Mutex
 		seen       = map[string][]*http.Request{} // path -> requests
@@ -214,6 +210,7 @@ func TestHTTPKindOutcomes(t *testing.T) {
 }
 
 func TestHTTPKindAllowListAtDelivery(t *testing.T) {
+	t.Parallel()
 	hit := make(chan struct{}, 1)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hit <- struct{}{} }))
 	defer target.Close()
@@ -296,6 +293,7 @@ func TestExecKind(t *testing.T) {
 }
 
 func TestExecKindCancelKillsProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "job.sh")
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {

@@ -15,6 +15,7 @@ func TestMain(m *testing.M) { os.Exit(Main(m)) }
 // TestURLGivesFreshDatabases: each URL names a new, empty database of its
 // own, which is dropped when its test ends.
 func TestURLGivesFreshDatabases(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var names []string
 	t.Run("two", func(t *testing.T) {

@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/kinds"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 // bundle is what an API test works with: a real runner on a temporary
@@ -102,25 +105,16 @@ func (b *bundle) call(t *testing.T, method, path, body string, header ...string)
 	return resp.StatusCode, out
 }
 
-// waitState polls the job until it is in one of states.
+// waitState waits until the job is in one of states and returns it.
 func (b *bundle) waitState(t *testing.T, id uint64, states ...runlog.State) Job {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return testwait.Until(t, fmt.Sprintf("job %d to be one of %v", id, states), func() (Job, bool) {
 		j, err := b.client.Job(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range states {
-			if j.State == s {
-				return j
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d stayed %s; want %v", id, j.State, states)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return j, slices.Contains(states, j.State)
+	})
 }
 
 func (b *bundle) countJobs(t *testing.T) int {
@@ -133,6 +127,7 @@ func (b *bundle) countJobs(t *testing.T) int {
 }
 
 func TestEnqueueGetAndHistory(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	body := `{"kind":"http","url":"` + b.target.URL + `/ok","method":"PUT","headers":{"X-A":"1"},"body":"hi","key":"first","timeout":"5s","retry":{"attempts":3}}`
 	status, out := b.call(t, "POST", "/v1/jobs", body)
@@ -179,6 +174,7 @@ func TestEnqueueGetAndHistory(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	body := `{"kind":"http","url":"` + b.target.URL + `/x","key":"once","run_at":"2099-01-01T00:00:00Z"}`
 	s1, o1 := b.call(t, "POST", "/v1/jobs", body)
@@ -192,6 +188,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestRefusedRequestsStoreNothing(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{MaxBody: 4096, Policy: Policy{AllowHosts: []string{"127.0.0.1"}}})
 	u := b.target.URL
 	for _, tc := range []struct {
@@ -250,6 +247,7 @@ func TestRefusedRequestsStoreNothing(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{Token: "s3cret"})
 	for _, tc := range []struct {
 		path, auth string
@@ -292,6 +290,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestCancelAndRetry(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	ctx := context.Background()
 	later, err := b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: b.target.URL + "/ok", RunAt: "2099-01-01T00:00:00Z"})
@@ -342,6 +341,7 @@ func TestCancelAndRetry(t *testing.T) {
 }
 
 func TestListFiltersAndPaging(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	ctx := context.Background()
 	future := "2099-01-01T00:00:00Z"
@@ -421,6 +421,7 @@ func TestListFiltersAndPaging(t *testing.T) {
 }
 
 func TestTargetsStatsMetrics(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	ctx := context.Background()
 	c, err := b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: b.target.URL + "/ok"})
@@ -488,6 +489,7 @@ func TestTargetsStatsMetrics(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	if status, _ := b.call(t, "GET", "/healthz", ""); status != http.StatusOK {
 		t.Fatalf("healthz = %d; want 200", status)
@@ -501,6 +503,7 @@ func TestHealthz(t *testing.T) {
 // TestOpenAPIDocumentsEveryRoute: each route the API serves is a path of
 // the OpenAPI document, and each documented path is served.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	resp, err := http.Get(b.srv.URL + "/v1/openapi.yaml")
 	if err != nil {
@@ -545,6 +548,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 }
 
 func TestEnqueueBatch(t *testing.T) {
+	t.Parallel()
 	b := setup(t, APIConfig{})
 	ctx := context.Background()
 	job := func(key string) string {

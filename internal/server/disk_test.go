@@ -14,6 +14,7 @@ import (
 // TestDiskFreeGauge (issue 14 item 9): the server's /metrics carries the
 // free space of the data directory's filesystem, as statfs reports it.
 func TestDiskFreeGauge(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv, err := Start(Config{Dir: dir, Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -48,6 +49,7 @@ func TestDiskFreeGauge(t *testing.T) {
 // TestDiskWarner: below the mark it warns once, again only when the free
 // space has halved, and says so once it is back above.
 func TestDiskWarner(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	free, err := diskFree(dir)
 	if err != nil {

@@ -91,6 +91,7 @@ func FuzzDecodeFast(f *testing.F) {
 // TestDecodeFastTakesTheCommonShapes: the requests clients usually send do
 // take the fast path (else the fuzz test above would hold vacuously).
 func TestDecodeFastTakesTheCommonShapes(t *testing.T) {
+	t.Parallel()
 	for _, s := range fastShapes {
 		var req JobRequest
 		if !decodeFast([]byte(s), &req) {
@@ -108,6 +109,7 @@ func TestDecodeFastTakesTheCommonShapes(t *testing.T) {
 // TestWriteCreatedMatchesWriteJSON: the hand-built answer of POST /v1/jobs
 // is byte for byte writeJSON's, with the same headers.
 func TestWriteCreatedMatchesWriteJSON(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		id       uint64
 		existing bool
@@ -137,6 +139,7 @@ func TestWriteCreatedMatchesWriteJSON(t *testing.T) {
 // UTF-8, lone surrogate escapes in either half), and text, surrogate pairs
 // and escapes that only look like surrogates are not.
 func TestCheckText(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{
 		`{"k":"bin-\udcff"}`, `{"k":"\ud800"}`, `{"k":"\ud800x"}`, `{"k":"\uD800\u0041"}`, `{"k":"\udbff\udbff"}`,
 		`{"k":"\ud83d\ude00\ude00"}`, "{\"k\":\"bin-\xff\"}", "{\"k\":\"\xed\xa0\x80\"}", `["\\\udc00"]`,
@@ -204,6 +207,7 @@ func FuzzDecodeBatchFast(f *testing.F) {
 // the fast path (else FuzzDecodeBatchFast would hold vacuously) and the
 // edges do not.
 func TestDecodeBatchFastTakesTheCommonShapes(t *testing.T) {
+	t.Parallel()
 	for i, s := range batchShapes {
 		var b BatchRequest
 		if fast := decodeBatchFast([]byte(s), &b); fast != (i < 4) {

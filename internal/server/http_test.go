@@ -143,6 +143,7 @@ var jsonHeader = map[string]string{"Content-Type": "application/json"}
 // the listen address, localhost, loopback IPs and the operator's
 // --hostname names are served.
 func TestHostCheck(t *testing.T) {
+	t.Parallel()
 	srv := startTest(t, Config{Hostnames: []string{"Jobs.Example.com."}})
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	id := send(t, srv, "POST", "/v1/jobs", "", jsonHeader, laterJob(""))
@@ -184,6 +185,7 @@ func TestHostCheck(t *testing.T) {
 // answers to any IP literal and to the machine's host name, and to other
 // names only when given with --hostname.
 func TestHostCheckEverywhereAddress(t *testing.T) {
+	t.Parallel()
 	srv := startTest(t, Config{Addr: "0.0.0.0:0", Token: "tok", Hostnames: []string{"jobs.internal"}})
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	auth := map[string]string{"Authorization": "Bearer tok"}
@@ -208,6 +210,7 @@ func TestHostCheckEverywhereAddress(t *testing.T) {
 // port) or only with Origin. The server's own pages (same-origin) and
 // clients that are not browsers are served.
 func TestCrossSiteWritesRefused(t *testing.T) {
+	t.Parallel()
 	srv := startTest(t, Config{})
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	self := "http://127.0.0.1:" + port
@@ -257,6 +260,7 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 // Content-Type: application/json (parameters allowed), else 415 and
 // nothing is stored; a cancel or retry without a body needs none.
 func TestAPIWritesNeedJSON(t *testing.T) {
+	t.Parallel()
 	srv := startTest(t, Config{})
 	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx", "text/json"} {
 		for _, path := range []string{"/v1/jobs", "/v1/jobs/batch", "/v1/jobs/1/cancel"} {
@@ -287,6 +291,7 @@ func TestAPIWritesNeedJSON(t *testing.T) {
 // a header holding a control character gets 400, and nothing the server
 // logs (at any level) holds the token.
 func TestTokenNeverLogged(t *testing.T) {
+	t.Parallel()
 	const token = "s3cr3t-t0ken-4-logs"
 	var logs lockedBuffer
 	srv := startTest(t, Config{Token: token, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -334,6 +339,7 @@ func (l *lockedBuffer) String() string {
 // "bin-\xff" never answers as the job of "bin-\xfe"; valid surrogate pairs
 // are text and are stored.
 func TestKeysDifferingInBytesDoNotCollide(t *testing.T) {
+	t.Parallel()
 	srv := startTest(t, Config{})
 	for _, key := range []string{"bin-\xff", "bin-\xfe", `bin-\udcff`, `bin-\udcfe`, `bin-\ud800`, `bin-\ud800x`, `bin-\ud800\u0041`, `\udbff\udbff`} {
 		single := laterJob(`,"key":"` + key + `"`)
@@ -371,6 +377,7 @@ func TestKeysDifferingInBytesDoNotCollide(t *testing.T) {
 // the single-job path (fast decoder or not), as on the batch path and in a
 // cancel's reason, and nothing is stored.
 func TestTrailingDataRefused(t *testing.T) {
+	t.Parallel()
 	srv := startTest(t, Config{})
 	for _, tail := range []string{"}", "]", " }}}", ",", "{}", " x", "\n}"} {
 		for _, body := range []string{
@@ -411,6 +418,7 @@ func TestTrailingDataRefused(t *testing.T) {
 // refuses itself (HTTP/3.0, a control character in a header, a missing
 // Host) is refused too, in net/http's plain text.
 func TestMalformedRequestsRefused(t *testing.T) {
+	t.Parallel()
 	srv := startTest(t, Config{})
 	job := laterJob("")
 	cl := strconv.Itoa(len(job))
@@ -458,6 +466,7 @@ func TestMalformedRequestsRefused(t *testing.T) {
 // which may hold anything, bare LFs included); a chunked request is served
 // and its connection closed after the answer.
 func TestKeepAliveAfterBodies(t *testing.T) {
+	t.Parallel()
 	srv := startTest(t, Config{})
 	job := laterJob(`,"body":"` + "a\\nb" + `"`)
 	weird := "{\"kind\":\"http\",\n\"url\":\"http://127.0.0.1:9/x\",\n\"run_at\":\"2030-01-01T00:00:00Z\"}\n"
@@ -491,6 +500,7 @@ func TestKeepAliveAfterBodies(t *testing.T) {
 // TestErrorBodiesAreJSON (item 7): the API's refusals are JSON
 // {"error": ...}: 404, 405, 413, 415, 400, 421, 403.
 func TestErrorBodiesAreJSON(t *testing.T) {
+	t.Parallel()
 	srv := startTest(t, Config{MaxBody: 1 << 10, NoDashboard: true})
 	for _, c := range []struct {
 		method, path, host string
@@ -520,6 +530,7 @@ func TestErrorBodiesAreJSON(t *testing.T) {
 // request contexts end when the client closes its connection mid-request
 // (once the body is read, as every API handler does first).
 func TestRequestContextCancelledWhenClientLeaves(t *testing.T) {
+	t.Parallel()
 	started, cancelled := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body) // as every API handler does first

@@ -18,6 +18,7 @@ var testPolicy = Policy{
 }
 
 func TestDecodeJobRequest(t *testing.T) {
+	t.Parallel()
 	runAt := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
@@ -66,6 +67,7 @@ func TestDecodeJobRequest(t *testing.T) {
 }
 
 func TestDecodeJobRequestRefuses(t *testing.T) {
+	t.Parallel()
 	pol := testPolicy
 	pol.AllowHosts = []string{"allowed.example"}
 	for _, tc := range []struct{ name, body, says string }{
@@ -162,6 +164,7 @@ func FuzzDecodeJobRequest(f *testing.F) {
 }
 
 func TestIsLoopback(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		addr string
 		want bool

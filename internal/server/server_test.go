@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,9 +17,11 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/kinds"
+	"github.com/runlog/runlog/internal/testwait"
 )
 
 func TestStartRefusesNonLoopbackWithoutToken(t *testing.T) {
+	t.Parallel()
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
 		dir := t.TempDir()
 		_, err := Start(Config{Dir: dir, Addr: addr})
@@ -35,6 +38,7 @@ func TestStartRefusesNonLoopbackWithoutToken(t *testing.T) {
 }
 
 func TestStartWithTokenBeyondLoopback(t *testing.T) {
+	t.Parallel()
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "0.0.0.0:0", Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +57,7 @@ func TestStartWithTokenBeyondLoopback(t *testing.T) {
 }
 
 func TestHeaderLimit(t *testing.T) {
+	t.Parallel()
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +79,7 @@ func TestHeaderLimit(t *testing.T) {
 // up to its deadline and then cuts them; those jobs are neither lost nor
 // marked done, and run again after a restart.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	var (
 		block atomic.Bool
 		after atomic.Int64 // deliveries answered after the restart
@@ -128,20 +134,16 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	defer r.Close(ctx)
 	for _, id := range ids {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testwait.Until(t, fmt.Sprintf("job %d to succeed after the restart", id), func() (runlog.Job, bool) {
 			j, err := r.Job(ctx, id)
 			if err != nil {
 				t.Fatalf("job %d lost by the shutdown: %v", id, err)
 			}
-			if j.State == runlog.StateSucceeded {
-				break
-			}
-			if j.State == runlog.StateFailed || j.State == runlog.StateCancelled || time.Now().After(deadline) {
+			if j.State == runlog.StateFailed || j.State == runlog.StateCancelled {
 				t.Fatalf("job %d after restart: %s (%s)", id, j.State, j.LastError)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return j, j.State == runlog.StateSucceeded
+		})
 	}
 	if n := after.Load(); n < int64(len(ids)) {
 		t.Fatalf("%d deliveries after the restart; want every cut job (%d) delivered again", n, len(ids))
@@ -151,6 +153,7 @@ func TestGracefulShutdown(t *testing.T) {
 // TestSlowHeadersCutOff (checklist 21): a client that trickles its request
 // headers is disconnected after ReadHeaderTimeout.
 func TestSlowHeadersCutOff(t *testing.T) {
+	t.Parallel()
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ReadHeaderTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +170,7 @@ func TestSlowHeadersCutOff(t *testing.T) {
 	// Keep trickling header bytes; the server must close the connection
 	// long before this loop ends.
 	for i := range 200 {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // under test: a client that trickles its header
 		if _, err := io.WriteString(conn, "X-Slow-"+strconv.Itoa(i)+": 1\r\n"); err != nil {
 			return // cut off
 		}
@@ -182,6 +185,7 @@ func TestSlowHeadersCutOff(t *testing.T) {
 // TestDashboardMounted: runlog serve serves the dashboard at /, which does
 // its own login with the same token, while the API keeps its bearer check.
 func TestDashboardMounted(t *testing.T) {
+	t.Parallel()
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(url, token string) *http.Response {
 		t.Helper()
@@ -234,6 +238,7 @@ func TestDashboardMounted(t *testing.T) {
 // TestOversizeBodyDefaultLimit: a body over the default 1 MiB gets a 413
 // (not a broken connection) and nothing is stored.
 func TestOversizeBodyDefaultLimit(t *testing.T) {
+	t.Parallel()
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 // headers, and the same stored effect; chunked bodies are bounded like the
 // others.
 func TestEnqueueOverSocketAnswersAsHandler(t *testing.T) {
+	t.Parallel()
 	const maxBody = 4 << 10
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Token: "tok", MaxBody: maxBody})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	got := Encode(42, []byte("runlog snapshot body"))
 	path := filepath.Join("testdata", "v1.snap")
 	if *update {
@@ -41,6 +42,7 @@ func TestGolden(t *testing.T) {
 // TestEveryDamageDetected flips each bit of a snapshot and cuts it at every
 // length: Decode refuses every one, never returning a wrong body.
 func TestEveryDamageDetected(t *testing.T) {
+	t.Parallel()
 	good := Encode(7, []byte("the whole durable state"))
 	for i := range good {
 		for bit := range 8 {
@@ -59,6 +61,7 @@ func TestEveryDamageDetected(t *testing.T) {
 }
 
 func TestLoadFallsBackPastDamage(t *testing.T) {
+	t.Parallel()
 	fsys := vfs.NewMem()
 	dir := "/data"
 	if err := fsys.MkdirAll(dir); err != nil {
@@ -107,6 +110,7 @@ func TestLoadFallsBackPastDamage(t *testing.T) {
 // operation of a Write: the directory then holds either the old snapshot
 // alone or the new one complete, and Load never reads a temporary file.
 func TestWriteCrashAtEveryStep(t *testing.T) {
+	t.Parallel()
 	newBody := []byte("new state")
 	testCrashAtEveryStep(t, newBody, func(fsys vfs.FS, dir string) error {
 		_, err := Write(fsys, dir, 2, newBody)
@@ -117,6 +121,7 @@ func TestWriteCrashAtEveryStep(t *testing.T) {
 // TestWriterCrashAtEveryStep is the same for a body streamed in pieces,
 // long enough that the Writer syncs along the way.
 func TestWriterCrashAtEveryStep(t *testing.T) {
+	t.Parallel()
 	newBody := bytes.Repeat([]byte("streamed state "), (2*SyncEvery+5)/15+1)
 	testCrashAtEveryStep(t, newBody, func(fsys vfs.FS, dir string) error {
 		w, err := Create(fsys, dir, 2)
@@ -186,6 +191,7 @@ func testCrashAtEveryStep(t *testing.T, newBody []byte, write func(vfs.FS, strin
 // TestOpenBodyStreamsAndRefusesDamage: the streaming open returns the body
 // of an intact file and refuses every bit flip and cut.
 func TestOpenBodyStreamsAndRefusesDamage(t *testing.T) {
+	t.Parallel()
 	fsys := vfs.NewMem()
 	fsys.MkdirAll("/d")
 	good := Encode(9, []byte("streamed body"))
@@ -219,6 +225,7 @@ func TestOpenBodyStreamsAndRefusesDamage(t *testing.T) {
 // the same file as Encode of the whole body (the header written last, the
 // checksum combined from its parts).
 func TestWriterStreamsTheSameBytes(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, size := range []int{0, 1, 100, SyncEvery - 1, SyncEvery, 3*SyncEvery + 17} {
 		body := make([]byte, size)
@@ -256,6 +263,7 @@ func TestWriterStreamsTheSameBytes(t *testing.T) {
 }
 
 func TestCRC32Combine(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 200 {
 		b := make([]byte, rng.IntN(5000))

@@ -46,6 +46,7 @@ func goldenOps() []struct {
 }
 
 func TestGoldenEncoding(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	for _, g := range goldenOps() {
 		fmt.Fprintf(&out, "%s %s\n", g.name, hex.EncodeToString(Encode(nil, &g.op)))
@@ -88,6 +89,7 @@ func TestGoldenEncoding(t *testing.T) {
 // TestEncodeFirstBytes pins the layout by hand for one record, so the
 // golden file is not the only witness.
 func TestEncodeFirstBytes(t *testing.T) {
+	t.Parallel()
 	got := Encode(nil, &Op{Kind: OpStart, ID: 300, At: -1, Attempt: 2})
 	want := []byte{1, byte(OpStart), 0xac, 0x02, 0x01, 0x02}
 	if !bytes.Equal(got, want) {
@@ -99,6 +101,7 @@ func TestEncodeFirstBytes(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
+	t.Parallel()
 	valid := Encode(nil, &goldenOps()[3].op) // a retry, which has every outcome field
 	enq := Encode(nil, &goldenOps()[0].op)
 	tests := []struct {
@@ -149,6 +152,7 @@ func TestDecodeRejects(t *testing.T) {
 // TestDecodeDoesNotAlias checks that a decoded op keeps no reference to the
 // record's bytes (the journal reuses its buffers).
 func TestDecodeDoesNotAlias(t *testing.T) {
+	t.Parallel()
 	for _, g := range goldenOps() {
 		b := Encode(nil, &g.op)
 		op, err := Decode(b)
@@ -165,6 +169,7 @@ func TestDecodeDoesNotAlias(t *testing.T) {
 }
 
 func TestEncodeEdgeRoundTrips(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		op   Op
@@ -195,6 +200,7 @@ func TestEncodeEdgeRoundTrips(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
+	t.Parallel()
 	want := []string{"kind(0)", "enqueue", "start", "succeed", "fail", "requeue", "defer", "cancel", "retry", "expire", "kind(10)"}
 	for k, w := range want {
 		if got := Kind(k).String(); got != w {
@@ -254,6 +260,7 @@ func FuzzDecode(f *testing.F) {
 // BreakerState in its breakers, Class in an outcome record): renumbering
 // one would make every journal and snapshot on disk mean something else.
 func TestStoredValuesFrozen(t *testing.T) {
+	t.Parallel()
 	states := []JobState{Pending, Running, Succeeded, Failed, Cancelled}
 	for want, st := range states {
 		if int(st) != want {

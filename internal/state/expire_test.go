@@ -9,6 +9,7 @@ import (
 // TestExpireDropsExactlyWhatRanOut: retention by state, a per-kind
 // override, key release, and counts.
 func TestExpireDropsExactlyWhatRanOut(t *testing.T) {
+	t.Parallel()
 	s := New(Config{Circuit: retry.DefaultCircuit()})
 	pol := retry.Policy{Attempts: 1, BaseMS: 1, CapMS: 1}
 	enq := func(id uint64, kind, key string) {
@@ -84,6 +85,7 @@ func TestExpireDropsExactlyWhatRanOut(t *testing.T) {
 // next due job can probe (the breaker never stays stuck half-open), and the
 // crash is no failure of the target.
 func TestOrphanOfAProbeFreesTheBreaker(t *testing.T) {
+	t.Parallel()
 	c := retry.Circuit{Threshold: 1, WindowMS: 1000, CooldownMS: 100, Probes: 1}
 	s := New(Config{Circuit: c})
 	pol := retry.Policy{Attempts: 5, BaseMS: 1, CapMS: 1}

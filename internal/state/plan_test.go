@@ -11,6 +11,7 @@ import (
 // claim's own starts) has its jobs held, which counts neither as a start
 // nor as a decision; deferrals and failures stop the claim at 4096.
 func TestPlanner(t *testing.T) {
+	t.Parallel()
 	c := retry.Circuit{Threshold: 1, WindowMS: 1000, CooldownMS: 1000, Probes: 1}
 	pol := retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}
 	f := func(id uint64) Facts { return Facts{ID: id, Policy: pol, Due: 100, FirstDue: 100} }

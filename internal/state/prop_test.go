@@ -300,6 +300,7 @@ func (m *sim) stale() {
 // every op, and folding the decoded journal from an empty state gives a
 // state Equal to the live one.
 func TestReplayEqualsLive(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := Config{Circuit: retry.Circuit{
 			Threshold:  rapid.IntRange(1, 4).Draw(t, "threshold"),
@@ -347,6 +348,7 @@ func TestReplayEqualsLive(t *testing.T) {
 // TestReplayLongRun runs one long seeded sequence, so that attempt
 // histories overflow and breakers cycle many times.
 func TestReplayLongRun(t *testing.T) {
+	t.Parallel()
 	n := 15
 	if testing.Short() {
 		n = 3

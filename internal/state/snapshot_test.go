@@ -25,6 +25,7 @@ func sampleState() *State {
 }
 
 func TestSnapshotRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := sampleState()
 	body := s.AppendSnapshot(nil)
 	r, err := FromSnapshot(s.cfg, body)
@@ -66,6 +67,7 @@ func FuzzFromSnapshot(f *testing.F) {
 // returns a few bytes at a time gives the same state as decoding it whole,
 // and a cut body fails the same way.
 func TestFromSnapshotReaderMatches(t *testing.T) {
+	t.Parallel()
 	s := sampleState()
 	body := s.AppendSnapshot(nil)
 	r, err := FromSnapshotReader(s.cfg, iotest.OneByteReader(bytes.NewReader(body)), len(body))
@@ -105,6 +107,7 @@ func (w *pieceWriter) Write(p []byte) (int, error) {
 // returns, in several pieces for a large state, and stops at the first
 // write error, returning it.
 func TestWriteSnapshotStreams(t *testing.T) {
+	t.Parallel()
 	s := New(Config{})
 	payload := bytes.Repeat([]byte("x"), 100)
 	for id := uint64(1); id <= 10_000; id++ {

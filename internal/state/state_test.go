@@ -42,6 +42,7 @@ func mustJob(t testing.TB, s *State, id uint64) *Job {
 
 // TestApply pins the effect of every op, and the no-op cases, on one job.
 func TestApply(t *testing.T) {
+	t.Parallel()
 	start1 := Op{Kind: OpStart, ID: 1, At: 1000, Attempt: 1}
 	tests := []struct {
 		name  string
@@ -229,6 +230,7 @@ func TestApply(t *testing.T) {
 }
 
 func TestAttemptHistoryBounded(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	apply(t, s, enq(1, 0, "a", "", retry.Policy{Attempts: 100}))
 	for n := uint32(1); n <= MaxAttemptHistory+8; n++ {
@@ -247,6 +249,7 @@ func TestAttemptHistoryBounded(t *testing.T) {
 // TestBreakerInState drives a target's breaker through Start and outcome
 // ops: it trips, defers, admits one probe, and the probe closes it.
 func TestBreakerInState(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	apply(t, s, enq(1, 0, "t", "", pol3), enq(2, 0, "t", "", pol3), enq(3, 0, "t", "", pol3), enq(4, 0, "other", "", pol3))
 	for _, id := range []uint64{1, 2} {
@@ -295,6 +298,7 @@ func TestBreakerInState(t *testing.T) {
 }
 
 func TestAdmitDecisions(t *testing.T) {
+	t.Parallel()
 	dl := retry.Policy{Attempts: 2, BaseMS: 100, CapMS: 1000, DeadlineMS: 500}
 	tests := []struct {
 		name string
@@ -326,6 +330,7 @@ func TestAdmitDecisions(t *testing.T) {
 }
 
 func TestAdmitDeferIsInTheFuture(t *testing.T) {
+	t.Parallel()
 	s := New(Config{Circuit: retry.Circuit{Threshold: 1, Probes: 1}}) // zero cooldown
 	apply(t, s, enq(1, 0, "a", "", pol3), enq(2, 0, "a", "", pol3), enq(3, 0, "a", "", pol3))
 	apply(t, s, s.Admit(1, 10))
@@ -340,6 +345,7 @@ func TestAdmitDeferIsInTheFuture(t *testing.T) {
 }
 
 func TestSettleDecisions(t *testing.T) {
+	t.Parallel()
 	p := retry.Policy{Attempts: 2, BaseMS: 100, CapMS: 1000, DeadlineMS: 1000}
 	running := []Op{enq(1, 1000, "a", "", p), {Kind: OpStart, ID: 1, At: 1000, Attempt: 1}}
 	second := append(slices.Clone(running), Op{Kind: OpRequeue, ID: 1, At: 1010, Due: 1010, Attempt: 1, Error: "x"}, Op{Kind: OpStart, ID: 1, At: 1010, Attempt: 2})
@@ -383,6 +389,7 @@ func TestSettleDecisions(t *testing.T) {
 }
 
 func TestOrphan(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	apply(t, s, enq(1, 1000, "a", "", retry.Policy{Attempts: 1}), enq(2, 1000, "a", "", pol3), Op{Kind: OpStart, ID: 1, At: 1000, Attempt: 1})
 	want := Op{Kind: OpRequeue, ID: 1, At: 5000, Due: 1000, Attempt: 1, Error: "interrupted: the process stopped during attempt 1"}
@@ -401,6 +408,7 @@ func TestOrphan(t *testing.T) {
 }
 
 func TestDueOrderAndHold(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	apply(t, s, enq(3, 100, "a", "", pol3), enq(1, 200, "a", "", pol3), enq(2, 100, "a", "", pol3), enq(4, 50, "a", "", pol3))
 	if due, ok := s.NextDue(); !ok || due != 50 {
@@ -450,6 +458,7 @@ func TestDueOrderAndHold(t *testing.T) {
 }
 
 func TestScan(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	for _, id := range []uint64{5, 1, 3, 9, 7} { // out of order ids insert in place
 		apply(t, s, enq(id, 0, "a", "", pol3))
@@ -494,6 +503,7 @@ func TestScan(t *testing.T) {
 }
 
 func TestCountsAndStrings(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	apply(t, s, enq(1, 0, "a", "", pol3), enq(2, 0, "a", "", pol3), enq(3, 0, "a", "", pol3), enq(4, 0, "a", "", pol3), enq(5, 0, "a", "", pol3),
 		Op{Kind: OpStart, ID: 1, Attempt: 1}, Op{Kind: OpStart, ID: 2, Attempt: 1}, Op{Kind: OpSucceed, ID: 2, Attempt: 1},
@@ -513,6 +523,7 @@ func TestCountsAndStrings(t *testing.T) {
 }
 
 func TestInterning(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	a, b := enq(1, 0, strings.Repeat("t", 8), "", pol3), enq(2, 0, strings.Repeat("t", 8), "", pol3)
 	apply(t, s, a, b)
@@ -528,6 +539,7 @@ func TestInterning(t *testing.T) {
 // TestEqualAndCheckFindDifferences makes sure the comparison and the
 // invariant check used by the property test can fail.
 func TestEqualAndCheckFindDifferences(t *testing.T) {
+	t.Parallel()
 	build := func() *State {
 		s := newTestState()
 		apply(t, s, enq(1, 0, "a", "k", pol3), enq(2, 0, "b", "", pol3), Op{Kind: OpStart, ID: 1, Attempt: 1},
@@ -611,6 +623,7 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 }
 
 func TestTargetLoad(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	apply(t, s, enq(1, 0, "a", "", pol3), enq(2, 0, "a", "", pol3), enq(3, 0, "b", "", pol3), enq(4, 0, "c", "", pol3),
 		Op{Kind: OpStart, ID: 1, Attempt: 1}, Op{Kind: OpFail, ID: 4, Error: "x"})
@@ -632,6 +645,7 @@ func TestTargetLoad(t *testing.T) {
 }
 
 func TestTargetsOrderAndStop(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	for i, target := range []string{"c", "a", "b"} {
 		id := uint64(i + 1)
@@ -656,6 +670,7 @@ func TestTargetsOrderAndStop(t *testing.T) {
 }
 
 func TestSettleSaturatesDue(t *testing.T) {
+	t.Parallel()
 	s := newTestState()
 	apply(t, s, enq(1, 0, "a", "", pol3), Op{Kind: OpStart, ID: 1, Attempt: 1})
 	const end = int64(^uint64(0) >> 1)

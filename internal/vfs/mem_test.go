@@ -36,6 +36,7 @@ func fileBytes(t *testing.T, m *Mem, name string) []byte {
 // TestMemCrashCloneKeepsOnlySynced walks the durability rules: bytes need
 // Sync, names need SyncDir.
 func TestMemCrashCloneKeepsOnlySynced(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		run       func(t *testing.T, m *Mem)
@@ -153,6 +154,7 @@ func TestMemCrashCloneKeepsOnlySynced(t *testing.T) {
 // TestMemCrashCloneRandom checks that a random crash keeps every synced
 // byte and otherwise only bytes that were written.
 func TestMemCrashCloneRandom(t *testing.T) {
+	t.Parallel()
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
@@ -193,6 +195,7 @@ func TestMemCrashCloneRandom(t *testing.T) {
 // TestMemCrashClonePendingDirOpsInOrder checks that a random crash applies a
 // prefix of the pending directory changes: a rename is atomic.
 func TestMemCrashClonePendingDirOpsInOrder(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	seen := map[string]bool{}
 	for range 100 {
@@ -220,6 +223,7 @@ func TestMemCrashClonePendingDirOpsInOrder(t *testing.T) {
 }
 
 func TestMemInjection(t *testing.T) {
+	t.Parallel()
 	m := NewMem()
 	m.MkdirAll("d")
 	f := mustCreate(t, m, "d/f", nil)
@@ -258,6 +262,7 @@ func TestMemInjection(t *testing.T) {
 }
 
 func TestInjectors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		inj  Injector
@@ -367,13 +372,20 @@ func testFS(t *testing.T, fsys FS, dir string) {
 	l2.Close()
 }
 
-func TestMemBehaviour(t *testing.T) { testFS(t, NewMem(), "root") }
+func TestMemBehaviour(t *testing.T) {
+	t.Parallel()
+	testFS(t, NewMem(), "root")
+}
 
-func TestOSBehaviour(t *testing.T) { testFS(t, OS{}, t.TempDir()) }
+func TestOSBehaviour(t *testing.T) {
+	t.Parallel()
+	testFS(t, OS{}, t.TempDir())
+}
 
 // TestMemGapsReadAsZeros: writing past the end, or growing with Truncate,
 // after a shrink never shows the old bytes again.
 func TestMemGapsReadAsZeros(t *testing.T) {
+	t.Parallel()
 	m := NewMem()
 	m.MkdirAll("d")
 	f := mustCreate(t, m, "d/f", []byte("0123456789"))
@@ -399,6 +411,7 @@ func TestMemGapsReadAsZeros(t *testing.T) {
 // room, a failed growing Truncate changes nothing, and removing a file
 // frees its bytes.
 func TestMemCapacity(t *testing.T) {
+	t.Parallel()
 	m := NewMem()
 	if err := m.MkdirAll("/d"); err != nil {
 		t.Fatal(err)

@@ -115,7 +115,7 @@ func TestHelperCrashWorker(t *testing.T) {
 	}
 	run := func(id int64) {
 		_ = started.Append(id)
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // under test: work between the two ledger writes
 		_ = done.Append(id)
 	}
 	switch mode {

@@ -72,6 +72,7 @@ func mustDump(t testing.TB, s *Store) []jobView {
 }
 
 func TestCheckpointDropsSegmentsAndReopens(t *testing.T) {
+	t.Parallel()
 	fsys := vfs.NewMem()
 	s, err := openMem(t, fsys, 1000)
 	if err != nil {
@@ -116,6 +117,7 @@ func TestCheckpointDropsSegmentsAndReopens(t *testing.T) {
 // gives the same state; with every snapshot damaged and the journal
 // dropped, Open refuses clearly.
 func TestCorruptSnapshotFallsBack(t *testing.T) {
+	t.Parallel()
 	fsys := vfs.NewMem()
 	s, err := openMemKeep(t, fsys, 1000, 2)
 	if err != nil {
@@ -171,6 +173,7 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 // kept, a damaged snapshot is never loaded and Open says why and what to
 // do, whatever the damage.
 func TestCorruptSnapshotRefusedWithOneKept(t *testing.T) {
+	t.Parallel()
 	fsys := vfs.NewMem()
 	s, err := openMem(t, fsys, 1000)
 	if err != nil {
@@ -206,6 +209,7 @@ func TestCorruptSnapshotRefusedWithOneKept(t *testing.T) {
 // the journal has grown by the threshold or by the newest snapshot's size,
 // whichever is larger.
 func TestSnapshotTriggerGrowsWithSnapshot(t *testing.T) {
+	t.Parallel()
 	c := &snapshotter{threshold: 100, lastSize: 1000}
 	c.synced(500)
 	if c.running || c.pending != 500 {
@@ -231,6 +235,7 @@ func TestSnapshotTriggerGrowsWithSnapshot(t *testing.T) {
 // clean, rotate, segment removal): reopening always gives the acknowledged
 // state, and no temporary file is ever loaded.
 func TestCrashAtEveryStepOfCheckpoint(t *testing.T) {
+	t.Parallel()
 	for n := int64(1); ; n++ {
 		fsys := vfs.NewMem()
 		s, err := openMem(t, fsys, 1000)
@@ -279,6 +284,7 @@ func TestCrashAtEveryStepOfCheckpoint(t *testing.T) {
 // to the oldest kept snapshot; a position before it is refused with a
 // reason.
 func TestStateAtTimeTravel(t *testing.T) {
+	t.Parallel()
 	for _, keep := range []int{3, 1} {
 		t.Run(fmt.Sprint("keep ", keep), func(t *testing.T) { testStateAtTimeTravel(t, keep) })
 	}
@@ -341,6 +347,7 @@ func testStateAtTimeTravel(t *testing.T, keep int) {
 // change (and every read of its possibly ahead-of-disk state) until it is
 // reopened, and reopening gives back exactly the acknowledged jobs.
 func TestFailedSyncStopsWrites(t *testing.T) {
+	t.Parallel()
 	fsys := vfs.NewMem()
 	s, err := openMem(t, fsys, 1000)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // share (package storetest), on a real directory with small segments and
 // snapshots so that rotation and snapshots happen inside the cases.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T, cfg storetest.Config) (store.Store, func(*testing.T) store.Store) {
 		dir := t.TempDir()
 		openDir := func(t *testing.T) store.Store {

@@ -67,6 +67,7 @@ func dump(t testing.TB, s *Store) ([]jobView, []store.TargetInfo) {
 // outcomes, cancels and revives, then closes and reopens it: the jobs and
 // breakers after replay equal the ones before.
 func TestReplayEqualsLive(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
 		dir := t.TempDir()
 		now := int64(1_700_000_000_000)
@@ -156,6 +157,7 @@ func TestReplayEqualsLive(t *testing.T) {
 // TestOrphansRequeuedAsFailedAttempts: an attempt running when the store
 // closed (a crash) is requeued at reopen, counting one failure.
 func TestOrphansRequeuedAsFailedAttempts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	s := openStore(t, dir, 1000)
@@ -196,6 +198,7 @@ func TestOrphansRequeuedAsFailedAttempts(t *testing.T) {
 
 // TestPerTargetLimit: a target at its limit does not block other targets.
 func TestPerTargetLimit(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, t.TempDir(), 1000)
 	defer s.Close()
 	ctx := context.Background()
@@ -231,6 +234,7 @@ func TestPerTargetLimit(t *testing.T) {
 // TestDuplicateOutcomeIsIgnored: an outcome reported twice for one attempt
 // records nothing the second time, and the journal stays readable.
 func TestDuplicateOutcomeIsIgnored(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	s := openStore(t, dir, 1000)

@@ -19,6 +19,7 @@ import (
 // journal, not at every sync (each try fills what room is left on the disk
 // before it fails, and the log said "next try after more writes").
 func TestFailedBackgroundSnapshotBacksOff(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	var tries, failures atomic.Int64
 	m.SetInjector(func(op vfs.Op) error {

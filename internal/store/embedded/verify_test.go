@@ -19,6 +19,7 @@ import (
 // verifies clean, opens with its 100 jobs (keys included), takes new jobs,
 // and reopens and verifies clean with them.
 func TestVersion1DirectoryOpens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join("testdata", "v1dir")
 	names, err := os.ReadDir(src)
@@ -88,6 +89,7 @@ func (h hookFS) Open(name string) (vfs.File, error) {
 // segments and its reading of the newest one trims that segment below its
 // preallocated size as it seals it; Verify must not call that damage.
 func TestVerifyBesideAWriter(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMem()
 	j, err := journal.Open("d", journal.Options{FS: m, SegmentSize: 4096})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 // renumbering state.JobState, retry.BreakerState or retry.Class would make
 // every stored row mean something else, so the test fails instead.
 func TestStoredCodesFrozen(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		code string
 		st   state.JobState

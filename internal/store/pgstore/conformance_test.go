@@ -12,6 +12,7 @@ import (
 // TestConformance holds the PostgreSQL store to the contract both stores
 // share (package storetest), each case on a fresh database.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T, cfg storetest.Config) (store.Store, func(*testing.T) store.Store) {
 		url := pgtest.URL(t)
 		openURL := func(t *testing.T) store.Store {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -33,6 +34,7 @@ func openNodes(t *testing.T, n int) []*Store {
 // TestConcurrentClaimsStartEachJobOnce: nodes claiming the same due jobs at
 // once (SKIP LOCKED) start each job exactly once.
 func TestConcurrentClaimsStartEachJobOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	nodes := openNodes(t, 3)
 	const n = 600
@@ -94,6 +96,7 @@ func TestConcurrentClaimsStartEachJobOnce(t *testing.T) {
 // breaker for every node: another node defers the target's jobs, counting no
 // attempt, until the cooldown ends.
 func TestBreakerSharedByNodes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	nodes := openNodes(t, 2)
 	a, b := nodes[0], nodes[1]
@@ -139,6 +142,7 @@ func TestBreakerSharedByNodes(t *testing.T) {
 // TestConcurrentKeys: nodes enqueueing the same idempotency key at once
 // get one job; every node answers its id.
 func TestConcurrentKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	nodes := openNodes(t, 3)
 	for round := range 20 {
@@ -180,6 +184,7 @@ func TestConcurrentKeys(t *testing.T) {
 // renewing its lease is requeued as a failed attempt, and the next claim
 // fails it as spent, with the reason, never silently.
 func TestRescueOfLastAttemptFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, url := openTest(t, Options{Node: "a", Lease: 100 * time.Millisecond, Heartbeat: 50 * time.Millisecond, RescueEvery: time.Hour})
 	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 3000 }})
@@ -196,27 +201,20 @@ func TestRescueOfLastAttemptFails(t *testing.T) {
 		t.Fatalf("claim: %v %v", cs, err)
 	}
 	// While a heartbeats, its lease holds.
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // under test: three times the lease passes
 	if n, err := b.Rescue(ctx); err != nil || n != 0 {
 		t.Fatalf("rescue of a heartbeating node: %d %v", n, err)
 	}
 	a.mu.Lock()
 	delete(a.inflight, cs[0].ID) // a stops renewing the lease
 	a.mu.Unlock()
-	waitRescue := time.Now().Add(10 * time.Second)
-	for {
+	testwait.UntilWithin(t, 10*time.Second, "the expired lease to be rescued", func() (int, bool) {
 		n, err := b.Rescue(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(waitRescue) {
-			t.Fatal("the expired lease was not rescued")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n, n == 1
+	})
 	if cs, err := b.Claim(ctx, 3000, store.Limits{Max: 1}); err != nil || len(cs) != 0 {
 		t.Fatalf("claim of a spent job: %v %v", cs, err)
 	}
@@ -230,6 +228,7 @@ func TestRescueOfLastAttemptFails(t *testing.T) {
 // reconnects, and notifications wake it again (the poll is an hour, so only
 // a notification can).
 func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := openTest(t, Options{PollEvery: time.Hour, Logger: quietLogger()})
 	wakes := make(chan struct{}, 100)
@@ -241,23 +240,17 @@ func TestListenerReconnects(t *testing.T) {
 		}
 		return pid
 	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	var first int32
-	waitUntil("the listener", func() bool { first = listener(); return first != 0 })
+	testwait.ForWithin(t, 10*time.Second, "the listener", func() bool { first = listener(); return first != 0 })
 	if _, err := s.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", first); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil("a new listener", func() bool { p := listener(); return p != 0 && p != first })
-	time.Sleep(50 * time.Millisecond) // the reconnect's own wake-up
+	testwait.ForWithin(t, 10*time.Second, "a new listener", func() bool { p := listener(); return p != 0 && p != first })
+	// The reconnect wakes the node once, just after its LISTEN. That
+	// wake-up looks like the first connection's (which may or may not have
+	// come before SetNotify), so no event says it is in; a pause lets it
+	// land before the drain, or the check below could pass on it.
+	time.Sleep(50 * time.Millisecond)
 	for len(wakes) > 0 {
 		<-wakes
 	}
@@ -277,6 +270,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // TestRestartUnderSameNodeRequeues: a node reopened under the same id
 // requeues at once the attempts its previous process left running.
 func TestRestartUnderSameNodeRequeues(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	old, url := openTest(t, Options{Node: "w1"})
 	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
@@ -303,6 +297,7 @@ func TestRestartUnderSameNodeRequeues(t *testing.T) {
 // in its transaction, still wakes another node at once (through the
 // notifier), not at its poll.
 func TestEnqueueWakesOtherNodes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, url := openTest(t, Options{Node: "a", PollEvery: time.Hour})
 	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, PollEvery: time.Hour})
@@ -319,9 +314,16 @@ func TestEnqueueWakesOtherNodes(t *testing.T) {
 	}, CancelAttempt: func(uint64) {}})
 	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 1}}
 	for _, batch := range [][]store.NewJob{{{Spec: spec, Due: 1000}}, {{Spec: spec, Due: 1000}, {Spec: spec, Due: 1000}}} {
-		// b's listener wakes it once when it connects; wait until it
-		// has, and then for the enqueue's wake-up.
-		time.Sleep(200 * time.Millisecond)
+		// b's listener wakes it once when it connects: wait until both
+		// nodes listen (the event), give b's connect wake-up a moment to
+		// land (it looks like the enqueue's, so no event says it is in),
+		// drain it, and then wait for the enqueue's wake-up.
+		testwait.ForWithin(t, 10*time.Second, "both nodes to listen", func() bool {
+			var n int
+			err := b.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN runlog_wake%' AND state = 'idle' AND datname = current_database()").Scan(&n)
+			return err == nil && n == 2
+		})
+		time.Sleep(50 * time.Millisecond)
 		select {
 		case <-woken:
 		default:
@@ -345,6 +347,7 @@ func TestEnqueueWakesOtherNodes(t *testing.T) {
 // batch settling them) instead of waiting for it, which deadlocked with
 // outcome batches that lock the same rows in another order.
 func TestHeartbeatSkipsHeldRows(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, _ := openTest(t, Options{Node: "a", Lease: 2 * time.Hour, Heartbeat: time.Hour, RescueEvery: time.Hour})
 	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 1}}
@@ -372,7 +375,7 @@ func TestHeartbeatSkipsHeldRows(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM runlog_jobs WHERE id = $1 FOR UPDATE", int64(cs[0].ID)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond) // the database clock moves on
+	time.Sleep(10 * time.Millisecond) // under test: the database clock moves on, so a renewal shows
 	done := make(chan struct{})
 	go func() { a.heartbeat(); close(done) }()
 	select {

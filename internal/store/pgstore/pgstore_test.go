@@ -150,6 +150,7 @@ func errClass(err error) string {
 // slow paths of outcomes, the history columns, keys, cancel, revive,
 // retention, filters and paging.
 func TestSameAsEmbedded(t *testing.T) {
+	t.Parallel()
 	pg, _ := openTest(t, Options{Retention: testRetention})
 	ctx := context.Background()
 	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
@@ -328,6 +329,7 @@ func TestSameAsEmbedded(t *testing.T) {
 // TestFilters: List's filters and search select the same jobs as the
 // embedded store's.
 func TestFilters(t *testing.T) {
+	t.Parallel()
 	pg, _ := openTest(t, Options{})
 	em, err := embedded.Open(t.TempDir(), embedded.Options{State: state.Config{Circuit: testCircuit}, Now: 1000})
 	if err != nil {
@@ -383,6 +385,7 @@ func TestFilters(t *testing.T) {
 // TestFencing: an outcome from a node whose attempt was rescued is dropped,
 // and the rescued attempt counts as a failure that another node may retry.
 func TestFencing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, url := openTest(t, Options{Node: "a", Lease: 200 * time.Millisecond, Heartbeat: 100 * time.Millisecond, RescueEvery: time.Hour})
 	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 1500 }})
@@ -406,9 +409,16 @@ func TestFencing(t *testing.T) {
 	if n, err := b.Rescue(ctx); err != nil || n != 0 {
 		t.Fatalf("rescue before expiry: %d %v", n, err)
 	}
-	time.Sleep(300 * time.Millisecond) // the lease is on the database clock
-	if n, err := b.Rescue(ctx); err != nil || n != 1 {
-		t.Fatalf("rescue after expiry: %d %v", n, err)
+	// The lease ends on the database clock: rescue until it finds the job.
+	n := testwait.Until(t, "the expired lease to be rescued", func() (int, bool) {
+		n, err := b.Rescue(ctx)
+		if err != nil {
+			t.Fatalf("rescue: %v", err)
+		}
+		return n, n != 0
+	})
+	if n != 1 {
+		t.Fatalf("rescue after expiry: %d", n)
 	}
 	j, _ := b.Job(ctx, cs[0].ID)
 	if j.State != state.Pending || j.Fails != 1 || !strings.Contains(j.LastError, "node a stopped renewing its lease") {
@@ -454,6 +464,7 @@ func TestFencing(t *testing.T) {
 // TestCloseRequeues: attempts a node started and never finished are
 // requeued by its Close, at once, as failed attempts.
 func TestCloseRequeues(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, url := openTest(t, Options{Node: "a", Now: func() int64 { return 5000 }})
 	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
@@ -485,6 +496,7 @@ func TestCloseRequeues(t *testing.T) {
 // TestMigrate: migrations apply once, concurrently, and Open without
 // Migrate refuses a database that lacks them.
 func TestMigrate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	if _, err := Open(ctx, url, Options{}); !errors.Is(err, ErrSchemaOld) {
@@ -529,6 +541,7 @@ func TestMigrate(t *testing.T) {
 // kind overrides it) are deleted and their keys released; pending and
 // recent ones stay.
 func TestExpire(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	day := (24 * time.Hour).Milliseconds()
 	s, _ := openTest(t, Options{Retention: &state.Retention{
@@ -595,6 +608,7 @@ func TestExpire(t *testing.T) {
 // facts it kept since the claim: the outcome is fenced off by the row's
 // state, and the other node's attempt and the rescue's record stand.
 func TestFencingStaleFlight(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, url := openTest(t, Options{Node: "a", Lease: 2 * time.Hour, Heartbeat: time.Hour, RescueEvery: time.Hour})
 	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 1500 }})
@@ -652,6 +666,7 @@ func TestFencingStaleFlight(t *testing.T) {
 // each job written by a version-2 node from the end of history to the
 // latest column, and the job reads back with the same attempts.
 func TestMigrationMovesLatestAttempt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	conn, err := pgx.Connect(ctx, url)
@@ -713,6 +728,7 @@ func TestMigrationMovesLatestAttempt(t *testing.T) {
 // round sends it, is planned as a walk of the (due, id) index that stops at
 // its limit, not as a scan of every due row and a sort.
 func TestClaimWalksTheDueIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	if _, err := s.pool.Exec(ctx, `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
@@ -750,6 +766,7 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 // 1 only; the node keeps attempt 2 in flight and its heartbeat goes on
 // renewing attempt 2's lease (else a rescue would run the job twice).
 func TestOutcomeOfEarlierAttemptKeepsLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := openTest(t, Options{Lease: time.Second, Heartbeat: 20 * time.Millisecond, RescueEvery: time.Hour})
 	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
