@@ -181,12 +181,20 @@ func (m *sim) enqueue() {
 	if rapid.IntRange(0, 9).Draw(m.t, "dupID") == 0 {
 		id = m.anyID() // usually an existing id: a no-op
 	}
+	_, existed := m.live.Job(id)
 	m.step(Op{Kind: OpEnqueue, ID: id, At: m.now, Due: m.now + rapid.Int64Range(-100, 2000).Draw(m.t, "dueIn"),
 		Spec: &Spec{
 			Kind: "k", Target: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(m.t, "target"),
 			Payload: []byte(rapid.StringN(0, 8, -1).Draw(m.t, "payload")), Key: key, Policy: p,
 			TimeoutMS: rapid.Int64Range(0, 1000).Draw(m.t, "timeout"),
 		}})
+	if _, now := m.live.Job(id); now && !existed {
+		// The id of a job that an expire dropped while its cancelled
+		// attempt still ran, taken again. The engine never does this (it
+		// enqueues at NextID, which only grows, also across snapshots);
+		// the old attempt's flight no longer names a job of this state.
+		m.inFlight = slices.DeleteFunc(m.inFlight, func(f flight) bool { return f.id == id })
+	}
 }
 
 // dispatch starts, defers or fails due jobs like the engine does, holding
