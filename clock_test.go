@@ -20,29 +20,6 @@ func (c *fakeClock) Step(d time.Duration) {
 	}
 }
 
-// waitTimers waits until at least n timers are set (or fails the test).
-func (c *fakeClock) waitTimers(t *testing.T, n int) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		c.mu.Lock()
-		if len(c.timers) >= n {
-			c.mu.Unlock()
-			return
-		}
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-timeout:
-			t.Fatalf("%d timers set after 10 s; want %d", len(c.timers), n)
-		}
-	}
-}
-
 // stepRunner opens a runner on clock whose "job" handler reports the name
 // it was given on the returned channel.
 func stepRunner(t *testing.T, clock *fakeClock) (*runlog.Runner, <-chan string) {
@@ -86,7 +63,7 @@ func TestClockStepForwardEnqueueRunsAtOnce(t *testing.T) {
 	if _, err := r.Enqueue(ctx, "job", "A", runlog.RunAt(clock.Now().Add(30*time.Minute))); err != nil {
 		t.Fatal(err)
 	}
-	clock.waitTimers(t, 2) // the janitor's, and the dispatcher's for A
+	clock.waitTimerCount(t, 2) // the janitor's, and the dispatcher's for A
 	clock.Step(time.Hour)
 	if _, err := r.Enqueue(ctx, "job", "B"); err != nil {
 		t.Fatal(err)
@@ -105,7 +82,7 @@ func TestClockStepForwardNoticedWithinBound(t *testing.T) {
 	if _, err := r.Enqueue(context.Background(), "job", "A", runlog.RunAt(clock.Now().Add(30*time.Minute))); err != nil {
 		t.Fatal(err)
 	}
-	clock.waitTimers(t, 2)
+	clock.waitTimerCount(t, 2)
 	clock.Step(time.Hour)
 	clock.Advance(10 * time.Second)
 	waitStarted(t, started, "A")
@@ -122,10 +99,10 @@ func TestClockStepBackwardWaitsItOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.waitTimers(t, 2)
+	clock.waitTimerCount(t, 2)
 	clock.Step(-time.Hour)
 	clock.Advance(time.Minute) // the dispatcher's timers fire; A is not due by the wall clock
-	clock.waitTimers(t, 2)     // the dispatcher looked and went back to sleep
+	clock.waitTimerCount(t, 2) // the dispatcher looked and went back to sleep
 	if j, err := r.Job(context.Background(), id); err != nil || j.State != runlog.StatePending {
 		t.Fatalf("after a 1 h backward step, A is %v (%v); want pending until the clock is back at its due time", j.State, err)
 	}

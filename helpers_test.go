@@ -2,6 +2,7 @@ package runlog_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -73,19 +74,17 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
-// waitTimerAt waits until a timer is set to fire at exactly at (or fails
-// the test): the event by which a goroutine that waits on the clock shows
-// that it has done its work and gone back to waiting.
-func (c *fakeClock) waitTimerAt(t testing.TB, at time.Time, what string) {
+// waitTimers waits until the timers set satisfy ok (or fails the test,
+// naming what): the event by which a goroutine that waits on the clock
+// shows that it has done its work and gone back to waiting.
+func (c *fakeClock) waitTimers(t testing.TB, what string, ok func(timers map[*fakeTimer]struct{}) bool) {
 	t.Helper()
 	timeout := time.After(testwait.Timeout)
 	for {
 		c.mu.Lock()
-		for tm := range c.timers {
-			if tm.at.Equal(at) {
-				c.mu.Unlock()
-				return
-			}
+		if ok(c.timers) {
+			c.mu.Unlock()
+			return
 		}
 		if c.changed == nil {
 			c.changed = make(chan struct{})
@@ -95,9 +94,28 @@ func (c *fakeClock) waitTimerAt(t testing.TB, at time.Time, what string) {
 		select {
 		case <-ch:
 		case <-timeout:
-			t.Fatalf("timed out after %v waiting for %s (a timer at %v)", testwait.Timeout, what, at)
+			t.Fatalf("timed out after %v waiting for %s", testwait.Timeout, what)
 		}
 	}
+}
+
+// waitTimerAt waits until a timer is set to fire at exactly at.
+func (c *fakeClock) waitTimerAt(t testing.TB, at time.Time, what string) {
+	t.Helper()
+	c.waitTimers(t, fmt.Sprintf("%s (a timer at %v)", what, at), func(timers map[*fakeTimer]struct{}) bool {
+		for tm := range timers {
+			if tm.at.Equal(at) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// waitTimerCount waits until at least n timers are set.
+func (c *fakeClock) waitTimerCount(t testing.TB, n int) {
+	t.Helper()
+	c.waitTimers(t, fmt.Sprintf("%d timers to be set", n), func(timers map[*fakeTimer]struct{}) bool { return len(timers) >= n })
 }
 
 // quietLogger drops logs.
