@@ -22,12 +22,16 @@ func (s *State) Equal(o *State) (bool, string) {
 	if s.counts != o.counts {
 		return false, fmt.Sprintf("counts %+v vs %+v", s.counts, o.counts)
 	}
-	if len(s.jobs) != len(o.jobs) {
-		return false, fmt.Sprintf("%d jobs vs %d", len(s.jobs), len(o.jobs))
+	if !retentionEqual(s.retention, o.retention) || s.horizon != o.horizon || !maps.Equal(s.parts, o.parts) {
+		return false, fmt.Sprintf("retention %+v, horizon %d, partitions %v vs %+v, %d, %v", s.retention, s.horizon, s.parts, o.retention, o.horizon, o.parts)
 	}
-	for i, a := range s.jobs {
-		if d := jobDiff(a, o.jobs[i]); d != "" {
-			return false, fmt.Sprintf("job %d: %s", a.ID, d)
+	a, b := s.kept(), o.kept()
+	if len(a) != len(b) {
+		return false, fmt.Sprintf("%d jobs vs %d", len(a), len(b))
+	}
+	for i := range a {
+		if d := jobDiff(a[i], b[i]); d != "" {
+			return false, fmt.Sprintf("job %d: %s", a[i].ID, d)
 		}
 	}
 	if a, b := s.Running(), o.Running(); !slices.Equal(a, b) {
@@ -53,6 +57,23 @@ func (s *State) Equal(o *State) (bool, string) {
 	return true, ""
 }
 
+// kept returns the jobs the state holds, in id order.
+func (s *State) kept() []*Job {
+	var out []*Job
+	s.Scan(0, false, func(j *Job) bool { out = append(out, j); return true })
+	return out
+}
+
+// retentionEqual reports whether a and b are the same retention (nil and
+// the zero Retention both keep forever, but are told apart: PartOf places
+// jobs alike under both).
+func retentionEqual(a, b *Retention) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.SucceededMS == b.SucceededMS && a.CancelledMS == b.CancelledMS && a.FailedMS == b.FailedMS && slices.Equal(a.PerKind, b.PerKind)
+}
+
 // jobDiff returns the first difference between two jobs, or "".
 func jobDiff(a, b *Job) string {
 	switch {
@@ -63,6 +84,8 @@ func jobDiff(a, b *Job) string {
 	case a.Due != b.Due || a.FirstDue != b.FirstDue || a.EnqueuedAt != b.EnqueuedAt || a.FinishedAt != b.FinishedAt:
 		return fmt.Sprintf("times (due %d, first %d, enqueued %d, finished %d) vs (%d, %d, %d, %d)",
 			a.Due, a.FirstDue, a.EnqueuedAt, a.FinishedAt, b.Due, b.FirstDue, b.EnqueuedAt, b.FinishedAt)
+	case a.Part != b.Part:
+		return fmt.Sprintf("partition %d vs %d", a.Part, b.Part)
 	case a.Fails != b.Fails || a.Started != b.Started:
 		return fmt.Sprintf("fails/started %d/%d vs %d/%d", a.Fails, a.Started, b.Fails, b.Started)
 	case a.LastError != b.LastError || a.Reason != b.Reason:
@@ -98,14 +121,39 @@ func specEqual(a, b *Spec) bool {
 func (s *State) Check() error {
 	var recount Counts
 	keyed, held := 0, 0
+	inParts := make(map[int64]Counts)
+	if len(s.ids) != len(s.jobs) {
+		return fmt.Errorf("%d ids for %d job slots", len(s.ids), len(s.jobs))
+	}
+	holes := 0
 	for i, j := range s.jobs {
-		if j.ID == 0 || j.ID >= s.nextID || (i > 0 && s.jobs[i-1].ID >= j.ID) {
-			return fmt.Errorf("job %d out of order (index %d, next id %d)", j.ID, i, s.nextID)
+		id := s.ids[i]
+		if id == 0 || id >= s.nextID || (i > 0 && s.ids[i-1] >= id) {
+			return fmt.Errorf("job %d out of order (index %d, next id %d)", id, i, s.nextID)
+		}
+		if j == nil {
+			holes++
+			continue
+		}
+		if j.ID != id {
+			return fmt.Errorf("job %d in the slot of id %d", j.ID, id)
 		}
 		if j.Spec == nil {
 			return fmt.Errorf("job %d has no spec", j.ID)
 		}
-		recount.add(j.State, 1)
+		if j.State.Finished() {
+			if s.gone(j) {
+				return fmt.Errorf("job %d is held in partition %d, dropped at %d", j.ID, j.Part, s.horizon)
+			}
+			c := inParts[j.Part]
+			c.add(j.State, 1)
+			inParts[j.Part] = c
+		} else {
+			recount.add(j.State, 1)
+			if j.Part != 0 {
+				return fmt.Errorf("job %d is %v in partition %d", j.ID, j.State, j.Part)
+			}
+		}
 		if j.held {
 			held++
 		}
@@ -122,12 +170,29 @@ func (s *State) Check() error {
 			return err
 		}
 	}
+	if holes != s.holes {
+		return fmt.Errorf("%d holes counted, %d found", s.holes, holes)
+	}
+	for p, c := range inParts {
+		all, ok := s.parts[p]
+		if !ok || c.Succeeded > all.Succeeded || c.Failed > all.Failed || c.Cancelled > all.Cancelled {
+			return fmt.Errorf("partition %d: %+v held, %+v counted", p, c, all)
+		}
+	}
+	for p, c := range s.parts {
+		if p <= s.horizon || c == (Counts{}) {
+			return fmt.Errorf("partition %d (%+v) kept past horizon %d or empty", p, c, s.horizon)
+		}
+		recount.Succeeded += c.Succeeded
+		recount.Failed += c.Failed
+		recount.Cancelled += c.Cancelled
+	}
 	if recount != s.counts {
 		return fmt.Errorf("counts %+v, recount %+v", s.counts, recount)
 	}
 	load := make(map[string]Counts)
 	for _, j := range s.jobs {
-		if j.State == Pending || j.State == Running {
+		if j != nil && (j.State == Pending || j.State == Running) {
 			c := load[j.Spec.Target]
 			c.add(j.State, 1)
 			load[j.Spec.Target] = c

@@ -10,8 +10,12 @@ import (
 )
 
 // FormatVersion is the version byte that starts every op record this build
-// writes. Decode refuses any other.
+// writes but a retry that carries its job's image, which starts with
+// ImageFormatVersion. Decode refuses any other.
 const FormatVersion = 1
+
+// ImageFormatVersion starts an OpRetry record that carries Op.Image.
+const ImageFormatVersion = 2
 
 // ErrBadOp is wrapped by every Decode error: the bytes are not an op record
 // this build wrote.
@@ -45,7 +49,8 @@ const flagBreakerFailed = 1
 //	         and for requeue only: varint due
 //	defer    varint due
 //	cancel   string reason
-//	retry    varint due
+//	retry    varint due, and in version 2 the job's image as a snapshot
+//	         of version 2 holds a job
 //	expire   (id 0) varint succeeded, varint cancelled, varint failed,
 //	         uvarint n, then n times: string kind, varint succeeded,
 //	         varint cancelled, varint failed
@@ -55,7 +60,11 @@ const flagBreakerFailed = 1
 // (written as an empty Spec) gives a record Decode rejects or reads back
 // differently. Every op that Decode returns encodes back to the same bytes.
 func Encode(dst []byte, op *Op) []byte {
-	dst = append(dst, FormatVersion, byte(op.Kind))
+	v := byte(FormatVersion)
+	if op.Kind == OpRetry && op.Image != nil {
+		v = ImageFormatVersion
+	}
+	dst = append(dst, v, byte(op.Kind))
 	dst = putUvarint(dst, op.ID)
 	dst = putVarint(dst, op.At)
 	switch op.Kind {
@@ -82,6 +91,9 @@ func Encode(dst []byte, op *Op) []byte {
 		}
 	case OpDefer, OpRetry:
 		dst = putVarint(dst, op.Due)
+		if v == ImageFormatVersion {
+			dst = appendSnapshotJob(dst, op.Image)
+		}
 	case OpCancel:
 		dst = putString(dst, op.Error)
 	case OpExpire:
@@ -116,13 +128,17 @@ func Decode(b []byte) (Op, error) {
 	if len(b) < 2 {
 		return op, d.fail("a record needs at least 2 bytes, got %d", len(b))
 	}
-	if v := b[0]; v != FormatVersion {
-		if v > FormatVersion {
-			return op, fmt.Errorf("%w (%w): record format version %d, this build reads version %d; open this journal with a newer runlog", ErrNewerFormat, ErrBadOp, v, FormatVersion)
+	v := b[0]
+	if v != FormatVersion && v != ImageFormatVersion {
+		if v > ImageFormatVersion {
+			return op, fmt.Errorf("%w (%w): record format version %d, this build reads versions %d and %d; open this journal with a newer runlog", ErrNewerFormat, ErrBadOp, v, FormatVersion, ImageFormatVersion)
 		}
 		return op, d.fail("unknown record format version %d", v)
 	}
 	op.Kind = Kind(b[1])
+	if v == ImageFormatVersion && op.Kind != OpRetry {
+		return Op{}, d.fail("a %v op in a version %d record (only retries carry an image)", op.Kind, v)
+	}
 	if op.Kind < OpEnqueue || op.Kind > OpExpire {
 		return Op{}, d.fail("unknown op kind %d", b[1])
 	}
@@ -172,6 +188,12 @@ func Decode(b []byte) (Op, error) {
 		}
 	case OpDefer, OpRetry:
 		op.Due = d.varint("due")
+		if v == ImageFormatVersion && d.err == nil {
+			op.Image = d.job(2, func(s string) string { return s })
+			if d.err == nil && (op.Image.ID != op.ID || !op.Image.State.Finished()) {
+				d.failAt("retry of job %d carries an image of job %d in state %v", op.ID, op.Image.ID, op.Image.State)
+			}
+		}
 	case OpCancel:
 		op.Error = d.string("reason")
 	case OpExpire:

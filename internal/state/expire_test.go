@@ -7,10 +7,16 @@ import (
 )
 
 // TestExpireDropsExactlyWhatRanOut: retention by state, a per-kind
-// override, key release, and counts.
+// override, key release, and counts. A job is kept at least its retention
+// and dropped with its partition, at most a sixteenth of it later: the
+// succeeded and cancelled jobs (finished at 100, kept 1000) expire at 1100
+// into the bucket of width 62 that ends at 1116; the failed one (5000)
+// into the bucket of width 312 that ends at 5304; the short kind's (10)
+// into the 1 ms bucket that ends at 111.
 func TestExpireDropsExactlyWhatRanOut(t *testing.T) {
 	t.Parallel()
-	s := New(Config{Circuit: retry.DefaultCircuit()})
+	r := &Retention{SucceededMS: 1000, CancelledMS: 1000, FailedMS: 5000, PerKind: []KindRetention{{Kind: "short", SucceededMS: 10}}}
+	s := New(Config{Circuit: retry.DefaultCircuit(), Retention: r})
 	pol := retry.Policy{Attempts: 1, BaseMS: 1, CapMS: 1}
 	enq := func(id uint64, kind, key string) {
 		s.Apply(&Op{Kind: OpEnqueue, ID: id, At: 0, Due: 0, Spec: &Spec{Kind: kind, Target: "t", Key: key, Policy: pol}})
@@ -32,18 +38,23 @@ func TestExpireDropsExactlyWhatRanOut(t *testing.T) {
 	run(2, 100, OpFail)
 	s.Apply(&Op{Kind: OpCancel, ID: 3, At: 100, Error: "no"})
 	run(4, 100, OpSucceed)
-	r := &Retention{SucceededMS: 1000, CancelledMS: 1000, FailedMS: 5000, PerKind: []KindRetention{{Kind: "short", SucceededMS: 10}}}
+	for id, want := range map[uint64]int64{1: 1116, 2: 5304, 3: 1116, 4: 111} {
+		if j, _ := s.Job(id); j.Part != want {
+			t.Fatalf("job %d in partition %d, want %d", id, j.Part, want)
+		}
+	}
 
-	// Exactly at the boundary a job has expired; one ms before, it has not.
+	// At the partition's end a job has expired; one ms before, it has not.
 	cases := []struct {
 		at   int64
 		kept []uint64
 	}{
-		{109, []uint64{1, 2, 3, 4, 5}},
-		{110, []uint64{1, 2, 3, 5}},
-		{1099, []uint64{1, 2, 3, 5}},
-		{1100, []uint64{2, 5}},
-		{5100, []uint64{5}},
+		{110, []uint64{1, 2, 3, 4, 5}},
+		{111, []uint64{1, 2, 3, 5}},
+		{1115, []uint64{1, 2, 3, 5}},
+		{1116, []uint64{2, 5}},
+		{5303, []uint64{2, 5}},
+		{5304, []uint64{5}},
 	}
 	for _, c := range cases {
 		s.Apply(&Op{Kind: OpExpire, At: c.at, Retention: r})
@@ -72,8 +83,12 @@ func TestExpireDropsExactlyWhatRanOut(t *testing.T) {
 	if id, ok := s.ByKey("a"); !ok || id != 6 {
 		t.Fatalf("key after re-enqueue: %d %v", id, ok)
 	}
-	// Retention <= 0 keeps forever.
+	// Retention <= 0 keeps forever (once an expire puts it in force).
+	s.Apply(&Op{Kind: OpExpire, At: 6000, Retention: &Retention{}})
 	run(6, 200, OpSucceed)
+	if j, _ := s.Job(6); j.Part != PartForever {
+		t.Fatalf("job 6 in partition %d under a zero retention", j.Part)
+	}
 	s.Apply(&Op{Kind: OpExpire, At: 1 << 50, Retention: &Retention{}})
 	if _, ok := s.Job(6); !ok {
 		t.Fatal("a zero retention dropped a job")

@@ -9,7 +9,9 @@ import "slices"
 // serialized by the caller (the embedded store's lock); between two calls
 // of AppendJobs the lock may be released.
 type Frozen struct {
-	jobs     []*Job // the state's jobs at Freeze, ascending by id
+	jobs     []*Job // the state's jobs at Freeze, ascending by id (nil: a hole)
+	n        int    // how many of jobs are not nil
+	head     snapHeader
 	nextID   uint64
 	breakers []namedBreaker
 	saved    map[uint64]*Job // pre-change copies of jobs changed since
@@ -24,6 +26,8 @@ func (s *State) Freeze() *Frozen {
 	}
 	f := &Frozen{
 		jobs:     slices.Clone(s.jobs),
+		n:        s.Len(),
+		head:     s.header(),
 		nextID:   s.nextID,
 		breakers: s.breakerList(),
 		saved:    make(map[uint64]*Job),
@@ -35,19 +39,26 @@ func (s *State) Freeze() *Frozen {
 // Thaw ends the freeze: the state stops keeping pre-change copies.
 func (s *State) Thaw() { s.frozen = nil }
 
-// Len returns how many jobs the frozen state holds.
+// Len returns how many entries the frozen state's job list has (holes
+// included): the range AppendJobs takes.
 func (f *Frozen) Len() int { return len(f.jobs) }
+
+// Jobs returns how many jobs the frozen state holds.
+func (f *Frozen) Jobs() int { return f.n }
 
 // AppendHeader appends the start of the snapshot body: what
 // AppendSnapshot would have written before its first job at Freeze.
 func (f *Frozen) AppendHeader(dst []byte) []byte {
-	return appendSnapshotHeader(dst, f.nextID, len(f.jobs))
+	return f.head.append(dst, f.n)
 }
 
 // AppendJobs appends jobs [from, to) of the frozen state, each as it was at
 // Freeze.
 func (f *Frozen) AppendJobs(dst []byte, from, to int) []byte {
 	for _, j := range f.jobs[from:to] {
+		if j == nil {
+			continue
+		}
 		if old, ok := f.saved[j.ID]; ok {
 			j = old
 		}

@@ -102,6 +102,15 @@ type Job struct {
 	Attempts []Attempt
 	// Started is the number of attempts ever started.
 	Started uint32
+	// Part is, for a finished job, the expiry partition it is counted in
+	// (PartOf); 0 otherwise.
+	Part int64
+	// Seq is the tag (State.SetSeq) of the op that put the finished job on
+	// the Done list.
+	Seq uint64
+	// Spilled marks a job whose payload the store keeps outside the state
+	// (Spec.Payload is then nil): it is not state, and no op sets it.
+	Spilled bool
 	// index is the job's position in the pending heap while it is pending
 	// (-1 while held), in the running set while it is running, else -1.
 	index int32
@@ -109,6 +118,8 @@ type Job struct {
 	State JobState
 	// held marks a pending job taken out of the heap by Hold.
 	held bool
+	// inDone marks a job on the Done list.
+	inDone bool
 }
 
 // attempt returns the job's attempt n from its history, or nil.

@@ -107,6 +107,11 @@ type Op struct {
 	Output []byte
 	// Retention is, for OpExpire only, how long finished jobs are kept.
 	Retention *Retention
+	// Image is, for OpRetry only, the job as it was when it finished
+	// (spec, payload, history, partition): what a store that evicted the
+	// job needs to bring it back, so that replay never depends on what the
+	// store kept elsewhere. Nil in records written before version 2.
+	Image *Job
 }
 
 // Retention says how long finished jobs are kept after they finished, by

@@ -3,25 +3,38 @@ package state
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 
 	"github.com/runlog/runlog/retry"
 )
 
-// SnapshotVersion is the version byte that starts a state snapshot body.
-const SnapshotVersion = 1
+// SnapshotVersion is the version byte that starts the state snapshot
+// bodies this build writes. FromSnapshot also reads version 1, written
+// before finished jobs could be evicted (every job in the body, no
+// partitions): it places each finished job in its partition under
+// Config.Retention.
+const SnapshotVersion = 2
 
-// AppendSnapshot appends an encoding of the whole state (every job with its
-// spec and history, the breakers that are not closed-and-empty, the next
-// id) to dst. FromSnapshot reads it back into a state Equal to s. Held jobs
-// are written as pending (holding is not state). The snapshot file around
-// it (checksum, atomic write) is package snapshot's.
+// AppendSnapshot appends an encoding of the state (every job it holds with
+// its spec and history, the expiry partitions and the retention in force,
+// the breakers that are not closed-and-empty, the next id) to dst.
+// FromSnapshot reads it back into a state Equal to s. Held jobs are
+// written as pending (holding is not state), and a spilled job's payload
+// is written empty (the store keeps it). The snapshot file around it
+// (checksum, atomic write) is package snapshot's.
 //
 // The format (integers as in Encode):
 //
-//	byte     version (1)
+//	byte     version (2)
 //	uvarint  next id
+//	         the retention in force as in an expire record (varint
+//	         succeeded, cancelled, failed, uvarint n, n times string kind
+//	         and the three varints), then byte 1 if it is set, 0 if nil
+//	varint   horizon (the time of the last expire)
+//	uvarint  partitions, then per partition in ascending order: varint
+//	         end, uvarint succeeded, cancelled, failed
 //	uvarint  jobs, then per job in ascending id order:
 //	         uvarint id, byte state, varint due, first due, enqueued at,
 //	         finished at, uvarint fails, uvarint started, string last
@@ -29,10 +42,14 @@ const SnapshotVersion = 1
 //	         kind, target, bytes payload, string key, varint attempts, base,
 //	         cap, deadline, timeout); uvarint attempts, then per attempt:
 //	         uvarint n, varint started at, varint ended at, byte class,
-//	         byte ended, string error, bytes output
+//	         byte ended, string error, bytes output; then varint partition
+//	         and byte flags (bit 0: payload spilled)
 //	uvarint  breakers, then per breaker in target order: string target,
 //	         byte state, uvarint fails then each varint, varint until,
 //	         uvarint busy
+//
+// Version 1 is the same without the retention, horizon, partitions, and
+// each job's partition and flags.
 func (s *State) AppendSnapshot(dst []byte) []byte {
 	dst, _ = s.encodeSnapshot(dst, nil)
 	return dst
@@ -62,8 +79,11 @@ func (s *State) WriteSnapshot(w io.Writer) (int64, error) {
 // not nil) each time it holds snapshotChunk bytes or more.
 func (s *State) encodeSnapshot(dst []byte, flush func([]byte) ([]byte, error)) ([]byte, error) {
 	var err error
-	dst = appendSnapshotHeader(dst, s.nextID, len(s.jobs))
+	dst = s.header().append(dst, s.Len())
 	for _, j := range s.jobs {
+		if j == nil {
+			continue
+		}
 		dst = appendSnapshotJob(dst, j)
 		if flush != nil && len(dst) >= snapshotChunk {
 			if dst, err = flush(dst); err != nil {
@@ -74,16 +94,96 @@ func (s *State) encodeSnapshot(dst []byte, flush func([]byte) ([]byte, error)) (
 	return appendSnapshotBreakers(dst, s.breakerList()), nil
 }
 
-// appendSnapshotHeader appends the snapshot's version, next id and job
-// count.
-func appendSnapshotHeader(dst []byte, nextID uint64, jobs int) []byte {
-	dst = append(dst, SnapshotVersion)
-	dst = putUvarint(dst, nextID)
-	return putUvarint(dst, uint64(jobs))
+// snapHeader is what a snapshot body holds before its jobs.
+type snapHeader struct {
+	nextID    uint64
+	retention *Retention
+	horizon   int64
+	parts     map[int64]Counts
 }
 
-// appendSnapshotJob appends one job of a snapshot.
+// header returns the state's snapHeader (sharing its retention, copying
+// its partitions).
+func (s *State) header() snapHeader {
+	return snapHeader{nextID: s.nextID, retention: s.retention, horizon: s.horizon, parts: maps.Clone(s.parts)}
+}
+
+// append appends the header of a body of n jobs.
+func (h snapHeader) append(dst []byte, n int) []byte {
+	dst = append(dst, SnapshotVersion)
+	dst = putUvarint(dst, h.nextID)
+	dst = putRetention(dst, h.retention)
+	if h.retention != nil {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
+	dst = putVarint(dst, h.horizon)
+	ends := slices.Sorted(maps.Keys(h.parts))
+	dst = putUvarint(dst, uint64(len(ends)))
+	for _, p := range ends {
+		c := h.parts[p]
+		dst = putVarint(dst, p)
+		dst = putUvarint(dst, uint64(c.Succeeded))
+		dst = putUvarint(dst, uint64(c.Cancelled))
+		dst = putUvarint(dst, uint64(c.Failed))
+	}
+	return putUvarint(dst, uint64(n))
+}
+
+// putRetention appends r (nil as the zero Retention) as an expire record
+// holds it.
+func putRetention(dst []byte, r *Retention) []byte {
+	if r == nil {
+		r = &Retention{}
+	}
+	dst = putVarint(dst, r.SucceededMS)
+	dst = putVarint(dst, r.CancelledMS)
+	dst = putVarint(dst, r.FailedMS)
+	dst = putUvarint(dst, uint64(len(r.PerKind)))
+	for _, k := range r.PerKind {
+		dst = putString(dst, k.Kind)
+		dst = putVarint(dst, k.SucceededMS)
+		dst = putVarint(dst, k.CancelledMS)
+		dst = putVarint(dst, k.FailedMS)
+	}
+	return dst
+}
+
+// retention reads what putRetention wrote.
+func (d *decoder) retention() *Retention {
+	r := &Retention{SucceededMS: d.varint("succeeded"), CancelledMS: d.varint("cancelled"), FailedMS: d.varint("failed")}
+	n := d.uvarint("kinds")
+	if d.err == nil && n > uint64(d.left())/4 {
+		d.failAt("%d kinds cannot fit in %d bytes", n, d.left())
+	}
+	for i := uint64(0); d.err == nil && i < n; i++ {
+		k := KindRetention{Kind: d.string("kind")}
+		k.SucceededMS, k.CancelledMS, k.FailedMS = d.varint("succeeded"), d.varint("cancelled"), d.varint("failed")
+		if d.err == nil && i > 0 && r.PerKind[i-1].Kind >= k.Kind {
+			d.failAt("kinds not sorted or repeated at %q", k.Kind)
+		}
+		r.PerKind = append(r.PerKind, k)
+	}
+	return r
+}
+
+// appendSnapshotJob appends one job of a snapshot (version 2).
 func appendSnapshotJob(dst []byte, j *Job) []byte {
+	dst = appendJobV1(dst, j)
+	dst = putVarint(dst, j.Part)
+	var flags byte
+	if j.Spilled {
+		flags |= jobFlagSpilled
+	}
+	return append(dst, flags)
+}
+
+// jobFlagSpilled is bit 0 of a snapshot job's flags.
+const jobFlagSpilled = 1
+
+// appendJobV1 appends the fields of a job that version 1 holds.
+func appendJobV1(dst []byte, j *Job) []byte {
 	dst = putUvarint(dst, j.ID)
 	// The JobState's value, frozen: snapshots on disk (and the PostgreSQL
 	// store's rows) hold it. TestStoredValuesFrozen pins it.
@@ -111,6 +211,92 @@ func appendSnapshotJob(dst []byte, j *Job) []byte {
 		dst = putBytes(dst, a.Output)
 	}
 	return dst
+}
+
+// AppendJob appends the encoding of one job as a snapshot holds it (its
+// partition and flags included), for a store that keeps finished jobs
+// elsewhere; DecodeJob reads it back.
+func AppendJob(dst []byte, j *Job) []byte { return appendSnapshotJob(dst, j) }
+
+// DecodeJob reads a job written by AppendJob. It rejects, with an error
+// wrapping ErrBadOp, anything AppendJob would not have written, and never
+// panics. The job's strings and bytes do not alias b.
+func DecodeJob(b []byte) (*Job, error) {
+	d := &decoder{b: b}
+	j := d.job(2, func(s string) string { return s })
+	if d.err == nil && d.left() != 0 {
+		d.failAt("%d trailing bytes after a job", d.left())
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("job record: %w", d.err)
+	}
+	return j, nil
+}
+
+// job reads one job of a snapshot body of version v (1 or 2), interning
+// its kind and target with intern. It checks the fields' ranges, not the
+// job's place among others.
+func (d *decoder) job(v byte, intern func(string) string) *Job {
+	a := &jobAlloc{}
+	j := &a.job
+	j.Spec = &a.spec
+	j.index = -1
+	j.ID = d.uvarint("id")
+	st := JobState(d.byte("state"))
+	j.Due, j.FirstDue, j.EnqueuedAt, j.FinishedAt = d.varint("due"), d.varint("first due"), d.varint("enqueued at"), d.varint("finished at")
+	fails, started := d.uvarint("fails"), d.uvarint("started")
+	j.LastError, j.Reason = d.string("last error"), d.string("reason")
+	sp := &a.spec
+	sp.Kind = intern(d.string("kind"))
+	sp.Target = intern(d.string("target"))
+	sp.Payload = d.bytes("payload")
+	sp.Key = d.string("key")
+	attempts := d.varint("attempts")
+	sp.Policy.BaseMS, sp.Policy.CapMS, sp.Policy.DeadlineMS = d.varint("base"), d.varint("cap"), d.varint("deadline")
+	sp.TimeoutMS = d.varint("timeout")
+	na := d.uvarint("history")
+	if d.err != nil {
+		return nil
+	}
+	switch {
+	case st < Pending || st > Cancelled:
+		d.failAt("job %d has state %d", j.ID, st)
+	case j.ID == 0:
+		d.failAt("job id 0")
+	case fails > math.MaxInt32 || started > math.MaxUint32 || attempts < math.MinInt32 || attempts > math.MaxInt32:
+		d.failAt("job %d: counters out of range", j.ID)
+	case na > MaxAttemptHistory:
+		d.failAt("job %d: %d attempts in its history, at most %d", j.ID, na, MaxAttemptHistory)
+	}
+	j.State, j.Fails, j.Started, sp.Policy.Attempts = st, int(fails), uint32(started), int(attempts)
+	for k := uint64(0); d.err == nil && k < na; k++ {
+		var at Attempt
+		n := d.uvarint("attempt n")
+		at.StartedAt, at.EndedAt = d.varint("started at"), d.varint("ended at")
+		class, ended := d.byte("class"), d.byte("ended")
+		at.Error = d.string("attempt error")
+		at.Output = d.bytes("output")
+		if d.err == nil && (n > math.MaxUint32 || class > byte(retry.Unsafe) || ended > 1) {
+			d.failAt("job %d: bad attempt record", j.ID)
+		}
+		at.N, at.Class, at.Ended = uint32(n), retry.Class(class), ended == 1
+		j.Attempts = append(j.Attempts, at)
+	}
+	if v >= 2 {
+		j.Part = d.varint("partition")
+		flags := d.byte("flags")
+		if d.err == nil && flags&^jobFlagSpilled != 0 {
+			d.failAt("job %d: unknown flags %#x", j.ID, flags)
+		}
+		j.Spilled = flags&jobFlagSpilled != 0
+		if d.err == nil && (!j.State.Finished() && j.Part != 0 || j.Spilled && len(sp.Payload) > 0) {
+			d.failAt("job %d: partition %d or spilled flag does not fit its state", j.ID, j.Part)
+		}
+	}
+	if d.err != nil {
+		return nil
+	}
+	return j
 }
 
 // namedBreaker is a breaker with its target.
@@ -148,10 +334,10 @@ func appendSnapshotBreakers(dst []byte, breakers []namedBreaker) []byte {
 	return dst
 }
 
-// FromSnapshot rebuilds a state from a body written by AppendSnapshot. It
-// rejects, with an error wrapping ErrBadOp, anything AppendSnapshot would
-// not have written (including a state whose invariants, per Check, do not
-// hold), and never panics.
+// FromSnapshot rebuilds a state from a body written by AppendSnapshot (or
+// by a version 1 build). It rejects, with an error wrapping ErrBadOp,
+// anything AppendSnapshot would not have written (including a state whose
+// invariants, per Check, do not hold), and never panics.
 func FromSnapshot(cfg Config, b []byte) (*State, error) {
 	return fromSnapshot(cfg, &decoder{b: b})
 }
@@ -163,12 +349,54 @@ func FromSnapshotReader(cfg Config, r io.Reader, size int) (*State, error) {
 	return fromSnapshot(cfg, &decoder{b: make([]byte, 0, 1<<20), r: r, size: size})
 }
 
+// SnapshotBodyVersion returns the version byte a snapshot body starts with
+// (0 for an empty body).
+func SnapshotBodyVersion(first []byte) byte {
+	if len(first) == 0 {
+		return 0
+	}
+	return first[0]
+}
+
 func fromSnapshot(cfg Config, d *decoder) (*State, error) {
-	if v := d.byte("version"); d.err != nil || v != SnapshotVersion {
-		return nil, d.fail("not a state snapshot of version %d", SnapshotVersion)
+	v := d.byte("version")
+	if d.err != nil || v < 1 || v > SnapshotVersion {
+		return nil, d.fail("not a state snapshot of version 1 to %d", SnapshotVersion)
 	}
 	s := New(cfg)
 	s.nextID = d.uvarint("next id")
+	if v >= 2 {
+		r := d.retention()
+		if set := d.byte("retention set"); set == 0 {
+			r = nil
+		} else if d.err == nil && set != 1 {
+			d.failAt("retention flag %d", set)
+		}
+		s.retention = r
+		s.horizon = d.varint("horizon")
+		np := d.uvarint("partitions")
+		if d.err == nil && np > uint64(d.left())/4 {
+			d.failAt("%d partitions cannot fit in %d bytes", np, d.left())
+		}
+		prev := int64(math.MinInt64)
+		for i := uint64(0); d.err == nil && i < np; i++ {
+			p := d.varint("partition end")
+			sc, cc, fc := d.uvarint("succeeded"), d.uvarint("cancelled"), d.uvarint("failed")
+			if d.err != nil {
+				break
+			}
+			if p <= prev || p <= s.horizon || sc > math.MaxInt32 || cc > math.MaxInt32 || fc > math.MaxInt32 || sc+cc+fc == 0 {
+				d.failAt("partition %d: out of order, expired or bad counts", p)
+				break
+			}
+			prev = p
+			c := Counts{Succeeded: int(sc), Cancelled: int(cc), Failed: int(fc)}
+			s.parts[p] = c
+			s.counts.Succeeded += c.Succeeded
+			s.counts.Cancelled += c.Cancelled
+			s.counts.Failed += c.Failed
+		}
+	}
 	n := d.uvarint("jobs")
 	// Each job takes at least 20 bytes: a corrupt count cannot make us
 	// allocate beyond the input.
@@ -177,69 +405,46 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 	}
 	if d.err == nil {
 		s.jobs = make([]*Job, 0, n)
+		s.ids = make([]uint64, 0, n)
 	}
+	intern := func(name string) string { return s.intern(name, &s.lastTarget) }
 	for i := uint64(0); d.err == nil && i < n; i++ {
-		a := &jobAlloc{}
-		j := &a.job
-		j.Spec = &a.spec
-		j.index = -1
-		j.ID = d.uvarint("id")
-		st := JobState(d.byte("state"))
-		j.Due, j.FirstDue, j.EnqueuedAt, j.FinishedAt = d.varint("due"), d.varint("first due"), d.varint("enqueued at"), d.varint("finished at")
-		fails, started := d.uvarint("fails"), d.uvarint("started")
-		j.LastError, j.Reason = d.string("last error"), d.string("reason")
-		sp := &a.spec
-		sp.Kind = s.intern(d.string("kind"), &s.lastKind)
-		sp.Target = s.intern(d.string("target"), &s.lastTarget)
-		sp.Payload = d.bytes("payload")
-		sp.Key = d.string("key")
-		attempts := d.varint("attempts")
-		sp.Policy.BaseMS, sp.Policy.CapMS, sp.Policy.DeadlineMS = d.varint("base"), d.varint("cap"), d.varint("deadline")
-		sp.TimeoutMS = d.varint("timeout")
-		na := d.uvarint("history")
+		j := d.job(v, intern)
 		if d.err != nil {
 			break
 		}
+		sp := j.Spec
 		switch {
-		case st < Pending || st > Cancelled:
-			d.failAt("job %d has state %d", j.ID, st)
-		case j.ID == 0 || j.ID >= s.nextID || (len(s.jobs) > 0 && s.jobs[len(s.jobs)-1].ID >= j.ID):
+		case j.ID >= s.nextID || (len(s.ids) > 0 && s.ids[len(s.ids)-1] >= j.ID):
 			d.failAt("job id %d out of order or not below next id %d", j.ID, s.nextID)
-		case fails > math.MaxInt32 || started > math.MaxUint32 || attempts < math.MinInt32 || attempts > math.MaxInt32:
-			d.failAt("job %d: counters out of range", j.ID)
-		case na > MaxAttemptHistory:
-			d.failAt("job %d: %d attempts in its history, at most %d", j.ID, na, MaxAttemptHistory)
 		case sp.Key != "" && s.keys[sp.Key] != 0:
 			d.failAt("job %d: key %q held twice", j.ID, sp.Key)
-		}
-		j.State, j.Fails, j.Started, sp.Policy.Attempts = st, int(fails), uint32(started), int(attempts)
-		for k := uint64(0); d.err == nil && k < na; k++ {
-			var at Attempt
-			n := d.uvarint("attempt n")
-			at.StartedAt, at.EndedAt = d.varint("started at"), d.varint("ended at")
-			class, ended := d.byte("class"), d.byte("ended")
-			at.Error = d.string("attempt error")
-			at.Output = d.bytes("output")
-			if d.err == nil && (n > math.MaxUint32 || class > byte(retry.Unsafe) || ended > 1) {
-				d.failAt("job %d: bad attempt record", j.ID)
-			}
-			at.N, at.Class, at.Ended = uint32(n), retry.Class(class), ended == 1
-			j.Attempts = append(j.Attempts, at)
 		}
 		if d.err != nil {
 			break
 		}
 		s.jobs = append(s.jobs, j)
-		s.count(sp.Target, st, 1)
+		s.ids = append(s.ids, j.ID)
 		if sp.Key != "" {
 			s.keys[sp.Key] = j.ID
 		}
-		switch st {
+		switch st := j.State; st {
 		case Pending:
+			s.count(sp.Target, st, 1)
 			s.heap.push(j)
 		case Running:
+			s.count(sp.Target, st, 1)
 			j.index = int32(len(s.running))
 			s.running = append(s.running, j)
+		default:
+			if v == 1 {
+				s.count(sp.Target, st, 1)
+				j.Part = PartOf(s.retention, sp.Kind, st, j.FinishedAt)
+				c := s.parts[j.Part]
+				c.add(st, 1)
+				s.parts[j.Part] = c
+			}
+			s.archivable(j)
 		}
 	}
 	nb := d.uvarint("breakers")

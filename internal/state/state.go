@@ -1,6 +1,7 @@
 package state
 
 import (
+	"math"
 	"slices"
 	"sort"
 
@@ -14,6 +15,10 @@ type Config struct {
 	// Circuit configures every target's breaker. It should pass
 	// Circuit.Validate; the engine checks that.
 	Circuit retry.Circuit
+	// Retention is the retention in force until an OpExpire journals
+	// another (see State): it places each finished job in its expiry
+	// partition. nil keeps finished jobs forever.
+	Retention *Retention
 }
 
 // Counts is how many jobs are in each state.
@@ -46,10 +51,27 @@ func (c *Counts) add(s JobState, d int) {
 //
 // Jobs are kept in id order; the pending ones are also in a heap ordered by
 // (due time, id), which is the order PeekDue hands them out. Finished jobs
-// are kept, with their Spec, for inspection.
+// are kept, with their Spec, for inspection, until a store that keeps them
+// elsewhere (the embedded store's table) takes them out with Evict: the
+// state then still counts them, by expiry partition, but no longer holds
+// them (see Done and Evict).
+//
+// # Retention by partition
+//
+// When a job finishes, it is placed in the expiry partition PartOf gives:
+// the end of the bucket its expiry time (finish time plus the retention of
+// its kind and state, under the retention in force) falls in, buckets being
+// a sixteenth of that retention wide. OpExpire at time t drops every
+// partition that ends by t, whole: a finished job is kept at least its
+// retention and at most a sixteenth of it longer, and expiry never walks
+// the jobs the state no longer holds. The retention in force is the one
+// the last OpExpire carried (Config.Retention before the first), so that
+// replay places every job where the live state did.
 type State struct {
 	cfg        Config
-	jobs       []*Job // ascending by ID
+	jobs       []*Job   // ascending by ID; nil where a job was evicted or dropped
+	ids        []uint64 // the ids of jobs, kept where jobs has a nil
+	holes      int      // how many nils jobs holds
 	heap       pendingHeap
 	held       []*Job
 	running    []*Job // unordered; a running job's index is its position
@@ -67,6 +89,19 @@ type State struct {
 	// frozen, while a snapshot of the state as it was is being written,
 	// keeps the first pre-change copy of each job an op changes.
 	frozen *Frozen
+
+	retention *Retention       // in force: the last OpExpire's, or the config's
+	parts     map[int64]Counts // finished jobs retained, by partition end
+	horizon   int64            // the time of the latest OpExpire
+	// done lists the finished jobs whose attempts have all ended, in the
+	// order they became so, for Done; a job in it has inDone set (entries
+	// whose job left, or came back, are skipped).
+	done []*Job
+	// lingering lists finished jobs with an attempt still open (cancelled
+	// while running), which stay until the attempt's outcome or their
+	// partition's expiry.
+	lingering []*Job
+	seq       uint64 // the caller's tag for the ops it applies (SetSeq)
 }
 
 // New returns an empty state.
@@ -76,10 +111,42 @@ func New(cfg Config) *State {
 		keys:     make(map[string]uint64),
 		breakers: make(map[string]retry.Breaker),
 		names:    make(map[string]string),
-		load:     make(map[string]*Counts),
-		nextID:   1,
+		load:      make(map[string]*Counts),
+		nextID:    1,
+		retention: cfg.Retention,
+		parts:     make(map[int64]Counts),
+		horizon:   math.MinInt64,
 	}
 }
+
+// PartForever is the partition of the finished jobs kept forever.
+const PartForever = math.MaxInt64
+
+// PartOf returns the expiry partition of a job of kind finished in state st
+// at finishedAt under retention r (nil: forever): the end of the bucket of
+// width ttl/16 (at least 1 ms) that its expiry time falls in, or
+// PartForever.
+func PartOf(r *Retention, kind string, st JobState, finishedAt int64) int64 {
+	if r == nil {
+		return PartForever
+	}
+	ttl := r.ttl(kind, st)
+	if ttl <= 0 {
+		return PartForever
+	}
+	w := max(ttl/16, 1)
+	exp := finishedAt + ttl
+	b := exp / w
+	if exp%w < 0 {
+		b--
+	}
+	return (b + 1) * w
+}
+
+// SetSeq tags the ops applied from now on with seq (a journal sequence
+// number, for the embedded store): a job that becomes archivable keeps the
+// tag of the op that made it so (Job.Seq).
+func (s *State) SetSeq(seq uint64) { s.seq = seq }
 
 // Apply applies op. It is deterministic: the result depends only on the
 // state and op, so replaying the journal rebuilds the live state. An op
@@ -120,28 +187,177 @@ func (s *State) Apply(op *Op) {
 	}
 }
 
-// expire drops the finished jobs whose retention ran out by op.At.
+// expire sets the retention in force to op.Retention (nil: keep forever)
+// and drops every partition that ends by op.At, with the jobs of those
+// partitions the state still holds.
 func (s *State) expire(op *Op) {
 	r := op.Retention
 	if r == nil {
+		r = &Retention{}
+	}
+	s.retention = r
+	s.horizon = max(s.horizon, op.At)
+	for p, c := range s.parts {
+		if p <= op.At {
+			s.counts.Succeeded -= c.Succeeded
+			s.counts.Failed -= c.Failed
+			s.counts.Cancelled -= c.Cancelled
+			delete(s.parts, p)
+		}
+	}
+	kept := s.done[:0]
+	for _, j := range s.done {
+		switch {
+		case !j.inDone:
+		case j.Part <= op.At:
+			j.inDone = false
+			s.remove(j)
+		default:
+			kept = append(kept, j)
+		}
+	}
+	clear(s.done[len(kept):])
+	s.done = kept
+	lk := s.lingering[:0]
+	for _, j := range s.lingering {
+		switch {
+		case !j.State.Finished() || j.inDone || j.openAttempt(j.Started) == nil || s.job(j.ID) != j:
+		case j.Part <= op.At:
+			s.remove(j)
+		default:
+			lk = append(lk, j)
+		}
+	}
+	clear(s.lingering[len(lk):])
+	s.lingering = lk
+}
+
+// gone reports whether finished job j belongs to a partition that was
+// dropped: it is no longer counted, and is not shown.
+func (s *State) gone(j *Job) bool { return j.State.Finished() && j.Part <= s.horizon }
+
+// remove takes j out of the jobs and the key index. It does not recount.
+func (s *State) remove(j *Job) {
+	if k := j.Spec.Key; k != "" && s.keys[k] == j.ID {
+		delete(s.keys, k)
+	}
+	i, ok := s.search(j.ID)
+	if !ok || s.jobs[i] != j {
 		return
 	}
-	kept := s.jobs[:0]
-	for _, j := range s.jobs {
-		if j.State.Finished() {
-			if ttl := r.ttl(j.Spec.Kind, j.State); ttl > 0 && j.FinishedAt <= op.At-ttl {
-				if k := j.Spec.Key; k != "" && s.keys[k] == j.ID {
-					delete(s.keys, k)
-				}
-				s.count(j.Spec.Target, j.State, -1)
-				continue
-			}
-		}
-		kept = append(kept, j)
+	s.jobs[i] = nil
+	s.holes++
+	if s.holes > 64 && s.holes > len(s.jobs)/2 {
+		s.compact()
 	}
-	clear(s.jobs[len(kept):])
-	s.jobs = kept
 }
+
+// compact drops the holes from jobs and ids.
+func (s *State) compact() {
+	k := 0
+	for i, j := range s.jobs {
+		if j != nil {
+			s.jobs[k], s.ids[k] = j, s.ids[i]
+			k++
+		}
+	}
+	clear(s.jobs[k:])
+	s.jobs, s.ids = s.jobs[:k], s.ids[:k]
+	s.holes = 0
+}
+
+// finished accounts for j having just reached end state st: its partition,
+// the counts, and, when no attempt of it is still open, Done.
+func (s *State) finished(j *Job) {
+	// A job that finishes into a partition already dropped (its clock is
+	// behind the last expire's) waits for the next expire.
+	j.Part = max(PartOf(s.retention, j.Spec.Kind, j.State, j.FinishedAt), s.horizon+1)
+	c := s.parts[j.Part]
+	c.add(j.State, 1)
+	s.parts[j.Part] = c
+	s.archivable(j)
+}
+
+// archivable puts finished job j on the Done list once none of its
+// attempts is open any more (a job cancelled while running waits for its
+// attempt's outcome, which still feeds the breaker and the history); a job
+// whose partition was dropped meanwhile is removed instead.
+func (s *State) archivable(j *Job) {
+	if j.inDone || !j.State.Finished() {
+		return
+	}
+	if j.openAttempt(j.Started) != nil {
+		s.lingering = append(s.lingering, j)
+		return
+	}
+	if s.gone(j) {
+		s.remove(j)
+		return
+	}
+	j.inDone, j.Seq = true, s.seq
+	s.done = append(s.done, j)
+}
+
+// Done calls fn for the finished jobs the state holds whose attempts have
+// all ended, oldest first, until fn returns false: the jobs a store that
+// keeps finished jobs elsewhere may copy out and then Evict. The jobs must
+// not be modified.
+func (s *State) Done(fn func(*Job) bool) {
+	for _, j := range s.done {
+		if j.inDone && !fn(j) {
+			return
+		}
+	}
+}
+
+// DoneLen returns how many entries the Done list holds (an upper bound on
+// its jobs).
+func (s *State) DoneLen() int { return len(s.done) }
+
+// Evict takes job id out of the state if it is on the Done list and still
+// tagged seq (it did not come back and finish again since it was copied
+// out): the state goes on counting it in its partition, and a retry by hand
+// brings it back from the image its OpRetry carries. It is not an op and
+// is not journaled; it reports whether the job was evicted.
+func (s *State) Evict(id uint64, seq uint64) bool {
+	j := s.job(id)
+	if j == nil || !j.inDone || j.Seq != seq {
+		return false
+	}
+	j.inDone = false
+	s.remove(j)
+	if len(s.done) > 0 && !s.done[0].inDone {
+		k := 0
+		for k < len(s.done) && !s.done[k].inDone {
+			s.done[k] = nil
+			k++
+		}
+		s.done = s.done[k:]
+	}
+	return true
+}
+
+// Retention returns the retention in force (nil: forever).
+func (s *State) Retention() *Retention { return s.retention }
+
+// Parts returns the expiry partitions that hold finished jobs, ascending,
+// with how many jobs of each end state each holds.
+func (s *State) Parts() ([]int64, []Counts) {
+	ends := make([]int64, 0, len(s.parts))
+	for p := range s.parts {
+		ends = append(ends, p)
+	}
+	slices.Sort(ends)
+	counts := make([]Counts, len(ends))
+	for i, p := range ends {
+		counts[i] = s.parts[p]
+	}
+	return ends, counts
+}
+
+// Horizon returns the time of the latest OpExpire: every partition ending
+// by it was dropped.
+func (s *State) Horizon() int64 { return s.horizon }
 
 // jobAlloc puts a job and its Spec in one allocation.
 type jobAlloc struct {
@@ -167,17 +383,29 @@ func (s *State) enqueue(op *Op) {
 	a.spec.Target = s.intern(a.spec.Target, &s.lastTarget)
 	j := &a.job
 	*j = Job{ID: op.ID, Spec: &a.spec, Due: op.Due, FirstDue: op.Due, EnqueuedAt: op.At, index: -1}
-	if i == len(s.jobs) {
-		s.jobs = append(s.jobs, j)
-	} else {
-		s.jobs = slices.Insert(s.jobs, i, j)
-	}
+	s.insert(i, j)
 	if op.Spec.Key != "" {
 		s.keys[op.Spec.Key] = op.ID
 	}
 	s.nextID = max(s.nextID, op.ID+1)
 	s.heap.push(j)
 	s.count(a.spec.Target, Pending, 1)
+}
+
+// insert puts j at position i of jobs (where search placed its id),
+// reusing the hole its id left if there is one.
+func (s *State) insert(i int, j *Job) {
+	switch {
+	case i < len(s.ids) && s.ids[i] == j.ID:
+		s.jobs[i] = j
+		s.holes--
+	case i == len(s.jobs):
+		s.jobs = append(s.jobs, j)
+		s.ids = append(s.ids, j.ID)
+	default:
+		s.jobs = slices.Insert(s.jobs, i, j)
+		s.ids = slices.Insert(s.ids, i, j.ID)
+	}
 }
 
 // intern returns the state's copy of name, so that jobs share one string per
@@ -216,6 +444,9 @@ func (s *State) step(op *Op) {
 		if op.Kind == OpDefer && j.index >= 0 {
 			s.heap.fix(int(j.index)) // a held job is placed when released
 		}
+		if j.State.Finished() {
+			s.archivable(j) // the last open attempt of a cancelled job ended
+		}
 		return
 	}
 	switch ch.From {
@@ -232,6 +463,8 @@ func (s *State) step(op *Op) {
 		s.running = append(s.running, j)
 	case Pending:
 		s.heap.push(j)
+	default:
+		s.finished(j)
 	}
 }
 
@@ -251,17 +484,58 @@ func (s *State) cancel(op *Op) {
 		return
 	}
 	s.finish(j, Cancelled, op.At, op.Error)
+	s.finished(j)
 }
 
 func (s *State) retryJob(op *Op) {
 	j := s.job(op.ID)
-	if j == nil || (j.State != Failed && j.State != Cancelled) {
+	if j == nil {
+		j = s.revive(op)
+	}
+	if j == nil || (j.State != Failed && j.State != Cancelled) || s.gone(j) {
 		return
 	}
+	c := s.parts[j.Part]
+	c.add(j.State, -1)
+	if c == (Counts{}) {
+		delete(s.parts, j.Part)
+	} else {
+		s.parts[j.Part] = c
+	}
+	j.inDone = false
 	s.setState(j, Pending)
-	j.Due, j.FirstDue, j.Fails = op.Due, op.Due, 0
+	j.Due, j.FirstDue, j.Fails, j.Part = op.Due, op.Due, 0, 0
 	j.FinishedAt, j.Reason, j.LastError = 0, "", ""
 	s.heap.push(j)
+}
+
+// revive puts back the evicted job that op.Image describes, as it was when
+// it finished, for a retry by hand; nil if the op carries no usable image.
+// The job is still counted in its partition, so nothing is recounted here.
+func (s *State) revive(op *Op) *Job {
+	img := op.Image
+	if img == nil || img.ID != op.ID || img.Spec == nil || !img.State.Finished() || img.ID >= s.nextID {
+		return nil
+	}
+	if _, ok := s.parts[img.Part]; !ok || img.Part <= s.horizon {
+		return nil // expired (or never finished here)
+	}
+	i, found := s.search(img.ID)
+	if found {
+		return nil
+	}
+	a := &jobAlloc{spec: *img.Spec}
+	a.spec.Kind = s.intern(a.spec.Kind, &s.lastKind)
+	a.spec.Target = s.intern(a.spec.Target, &s.lastTarget)
+	j := &a.job
+	*j = *img
+	j.Spec, j.index, j.held, j.inDone, j.Spilled = &a.spec, -1, false, false, false
+	j.Attempts = slices.Clone(img.Attempts)
+	s.insert(i, j)
+	if k := j.Spec.Key; k != "" {
+		s.keys[k] = j.ID
+	}
+	return j
 }
 
 func (s *State) finish(j *Job, st JobState, at int64, reason string) {
@@ -301,23 +575,24 @@ func (s *State) setBreaker(target string, br retry.Breaker) {
 	s.breakers[target] = br
 }
 
-// search returns where id is or would be in s.jobs.
+// search returns where id is or would be in s.jobs, and whether a job the
+// state holds has it.
 func (s *State) search(id uint64) (int, bool) {
-	n := len(s.jobs)
-	if n == 0 || s.jobs[n-1].ID < id {
+	n := len(s.ids)
+	if n == 0 || s.ids[n-1] < id {
 		return n, false
 	}
-	i := sort.Search(n, func(i int) bool { return s.jobs[i].ID >= id })
-	return i, i < n && s.jobs[i].ID == id
+	i := sort.Search(n, func(i int) bool { return s.ids[i] >= id })
+	return i, i < n && s.ids[i] == id && s.jobs[i] != nil
 }
 
 // job returns the job with id, or nil. Ids are dense when the engine uses
 // NextID, so the direct index hits; otherwise it binary-searches.
 func (s *State) job(id uint64) *Job {
-	if len(s.jobs) == 0 {
+	if len(s.ids) == 0 {
 		return nil
 	}
-	if k := id - s.jobs[0].ID; k < uint64(len(s.jobs)) && s.jobs[k].ID == id {
+	if k := id - s.ids[0]; k < uint64(len(s.ids)) && s.ids[k] == id {
 		return s.jobs[k]
 	}
 	if i, ok := s.search(id); ok {
@@ -330,19 +605,30 @@ func (s *State) job(id uint64) *Job {
 // largest id seen, from 1.
 func (s *State) NextID() uint64 { return s.nextID }
 
-// Job returns the job with id. The Job is a read-only view.
+// Job returns the job with id, if the state holds it (not evicted, not in
+// a dropped partition). The Job is a read-only view.
 func (s *State) Job(id uint64) (*Job, bool) {
 	j := s.job(id)
-	return j, j != nil
+	if j == nil || s.gone(j) {
+		return nil, false
+	}
+	return j, true
 }
 
-// ByKey returns the id of the job that holds the idempotency key. A key
-// stays held for as long as its job is kept, finished or not.
+// ByKey returns the id of the job that holds the idempotency key, among
+// the jobs the state holds. A key stays held for as long as its job is
+// kept, finished or not (the keys of evicted jobs are the evicting store's
+// to look up).
 func (s *State) ByKey(key string) (uint64, bool) {
 	if key == "" {
 		return 0, false
 	}
 	id, ok := s.keys[key]
+	if ok {
+		if j := s.job(id); j != nil && s.gone(j) {
+			return 0, false
+		}
+	}
 	return id, ok
 }
 
@@ -470,14 +756,14 @@ func (s *State) count(target string, st JobState, d int) {
 // Counts returns how many jobs are in each state, in O(1).
 func (s *State) Counts() Counts { return s.counts }
 
-// Len returns the number of jobs.
-func (s *State) Len() int { return len(s.jobs) }
+// Len returns the number of jobs the state holds.
+func (s *State) Len() int { return len(s.jobs) - s.holes }
 
-// Scan calls fn for jobs in id order until fn returns false: ascending from
-// the first id above afterID, or, when desc, descending from the last id
-// below afterID. afterID 0 starts at the first (or last) job. Each call
-// costs O(log n) to find the start, then O(1) per job. fn must not apply
-// ops.
+// Scan calls fn for the jobs the state holds in id order until fn returns
+// false: ascending from the first id above afterID, or, when desc,
+// descending from the last id below afterID. afterID 0 starts at the first
+// (or last) job. Each call costs O(log n) to find the start, then O(1) per
+// job. fn must not apply ops.
 func (s *State) Scan(afterID uint64, desc bool, fn func(*Job) bool) {
 	if desc {
 		i := len(s.jobs) - 1
@@ -486,7 +772,7 @@ func (s *State) Scan(afterID uint64, desc bool, fn func(*Job) bool) {
 			i = k - 1
 		}
 		for ; i >= 0; i-- {
-			if !fn(s.jobs[i]) {
+			if j := s.jobs[i]; j != nil && !s.gone(j) && !fn(j) {
 				return
 			}
 		}
@@ -494,10 +780,10 @@ func (s *State) Scan(afterID uint64, desc bool, fn func(*Job) bool) {
 	}
 	i := 0
 	if afterID != 0 {
-		i = sort.Search(len(s.jobs), func(i int) bool { return s.jobs[i].ID > afterID })
+		i = sort.Search(len(s.ids), func(i int) bool { return s.ids[i] > afterID })
 	}
 	for ; i < len(s.jobs); i++ {
-		if !fn(s.jobs[i]) {
+		if j := s.jobs[i]; j != nil && !s.gone(j) && !fn(j) {
 			return
 		}
 	}

@@ -583,7 +583,11 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 		mutate func(s *State)
 		want   string
 	}{
-		{"order", func(s *State) { s.jobs[0], s.jobs[1] = s.jobs[1], s.jobs[0] }, "out of order"},
+		{"order", func(s *State) {
+			s.ids[0], s.ids[1] = s.ids[1], s.ids[0]
+			s.jobs[0], s.jobs[1] = s.jobs[1], s.jobs[0]
+		}, "out of order"},
+		{"slot", func(s *State) { s.jobs[0], s.jobs[1] = s.jobs[1], s.jobs[0] }, "in the slot of id"},
 		{"id past next", func(s *State) { s.nextID = 2 }, "out of order"},
 		{"spec", func(s *State) { s.jobs[0].Spec = nil }, "no spec"},
 		{"heap index", func(s *State) { s.jobs[0].index = 5 }, "index 5 is wrong"},

@@ -90,6 +90,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts.Journal.FS = vfs.OS{}
 	}
 	fsys := opts.Journal.FS
+	if opts.State.Retention == nil {
+		opts.State.Retention = opts.Retention
+	}
 	ck := &snapshotter{dir: dir, fsys: fsys, cfg: opts.State, logf: opts.Logf, keep: opts.KeepSnapshots}
 	if ck.keep <= 0 {
 		ck.keep = DefaultKeepSnapshots
