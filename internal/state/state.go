@@ -107,10 +107,10 @@ type State struct {
 // New returns an empty state.
 func New(cfg Config) *State {
 	return &State{
-		cfg:      cfg,
-		keys:     make(map[string]uint64),
-		breakers: make(map[string]retry.Breaker),
-		names:    make(map[string]string),
+		cfg:       cfg,
+		keys:      make(map[string]uint64),
+		breakers:  make(map[string]retry.Breaker),
+		names:     make(map[string]string),
 		load:      make(map[string]*Counts),
 		nextID:    1,
 		retention: cfg.Retention,
