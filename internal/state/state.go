@@ -102,6 +102,7 @@ type State struct {
 	// partition's expiry.
 	lingering []*Job
 	seq       uint64 // the caller's tag for the ops it applies (SetSeq)
+	retried   bool   // the last op was an OpRetry that applied
 }
 
 // New returns an empty state.
@@ -173,6 +174,7 @@ func (s *State) Apply(op *Op) {
 		// jobs from the live state, which the frozen one still holds).
 		s.preserve(op.ID)
 	}
+	s.retried = false
 	switch op.Kind {
 	case OpEnqueue:
 		s.enqueue(op)
@@ -336,6 +338,25 @@ func (s *State) Evict(id uint64, seq uint64) bool {
 	}
 	return true
 }
+
+// SpillPayload drops the payload of live job id from the state, which then
+// marks it Spilled: the caller keeps it elsewhere from now on. The job's
+// Spec is replaced, not changed, so that a frozen copy keeps its payload.
+// It is not an op; it reports whether it dropped anything.
+func (s *State) SpillPayload(id uint64) bool {
+	j := s.job(id)
+	if j == nil || j.State.Finished() || j.Spilled || len(j.Spec.Payload) == 0 {
+		return false
+	}
+	sp := *j.Spec
+	sp.Payload = nil
+	j.Spec, j.Spilled = &sp, true
+	return true
+}
+
+// RetryApplied reports whether the last op applied was an OpRetry that
+// made a job pending again.
+func (s *State) RetryApplied() bool { return s.retried }
 
 // Retention returns the retention in force (nil: forever).
 func (s *State) Retention() *Retention { return s.retention }
@@ -507,6 +528,7 @@ func (s *State) retryJob(op *Op) {
 	j.Due, j.FirstDue, j.Fails, j.Part = op.Due, op.Due, 0, 0
 	j.FinishedAt, j.Reason, j.LastError = 0, "", ""
 	s.heap.push(j)
+	s.retried = true
 }
 
 // revive puts back the evicted job that op.Image describes, as it was when

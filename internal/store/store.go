@@ -55,6 +55,10 @@ type Claim struct {
 	Target    string
 	Payload   []byte
 	TimeoutMS int64
+	// Spilled is set by the embedded store, inside its Claim and Finish,
+	// for a claim whose payload is still to be read from its job table;
+	// the engine never sees it set.
+	Spilled bool
 }
 
 // Outcome is how one claimed attempt ended.

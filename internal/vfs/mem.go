@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Mem is an in-memory FS that models what a crash keeps. Each file keeps two
@@ -33,6 +35,19 @@ type Mem struct {
 	ops      int64               // guarded by mu
 	injected int64               // guarded by mu
 	capacity int64               // guarded by mu: bytes files may hold; 0 is no limit
+	table    *pebblevfs.MemFS    // guarded by mu: see TableFS
+}
+
+// TableFS returns the in-memory filesystem, of pebble's kind, that goes
+// with m: the embedded store keeps its job table there when its journal is
+// on m, and CrashClone crashes it together with m.
+func (m *Mem) TableFS() pebblevfs.FS {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.table == nil {
+		m.table = pebblevfs.NewCrashableMem()
+	}
+	return m.table
 }
 
 var _ FS = (*Mem)(nil)
@@ -432,6 +447,13 @@ func (m *Mem) CrashClone(rng *rand.Rand) *Mem {
 		}
 	}
 	c := NewMem()
+	if m.table != nil {
+		cfg := pebblevfs.CrashCloneCfg{}
+		if rng != nil {
+			cfg = pebblevfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(101), RNG: rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))}
+		}
+		c.table = m.table.CrashClone(cfg)
+	}
 	for d := range m.dirs {
 		c.dirs[d] = true
 	}

@@ -18,9 +18,22 @@
 // refuses every later append and so does the store: its in-memory state may
 // then hold ops that never reached the disk, and it is never trusted again;
 // reopen the store to get the durable truth back.
+//
+// # Two tiers
+//
+// Memory holds what scheduling needs: the pending and running jobs (with
+// their payloads up to Options.PayloadCacheBytes), the breakers, the
+// counts, and the finished jobs not yet copied to disk. Finished jobs go to
+// the job table (table.go), a pebble database beside the journal, once
+// their records are durable; the state then evicts them and goes on
+// counting them by expiry partition. Payloads of pending jobs beyond the
+// cache go to the table too. Reads look in memory first, then in the table;
+// the snapshot holds only the memory tier. docs/snapshots.md says how the
+// table is checkpointed with the snapshot and what open does after a crash.
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +42,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/snapshot"
@@ -59,7 +75,18 @@ type Options struct {
 	Retention *state.Retention
 	// Logf receives background errors (a failed snapshot); may be nil.
 	Logf func(format string, args ...any)
+	// TableFS is the filesystem of the job table (pebble's); nil means the
+	// operating system's. Tests pass a crashable in-memory one.
+	TableFS pebblevfs.FS
+	// PayloadCacheBytes bounds the payload bytes of pending and running
+	// jobs kept in memory; the payloads of jobs enqueued beyond it live in
+	// the job table and are read back when the job starts. 0 means
+	// DefaultPayloadCacheBytes; < 0 keeps every payload in memory.
+	PayloadCacheBytes int64
 }
+
+// DefaultPayloadCacheBytes is the default of Options.PayloadCacheBytes.
+const DefaultPayloadCacheBytes = 64 << 20
 
 // Store is the embedded store. It implements store.Store.
 type Store struct {
@@ -73,6 +100,9 @@ type Store struct {
 	// journal (durable or not yet): the last op the state reflects.
 	appended uint64 // guarded by mu
 	closed   bool   // guarded by mu
+
+	tbl *table
+	sp  *spiller
 }
 
 var (
@@ -104,8 +134,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		ck.threshold = opts.SnapshotBytes
 	}
 	onSync := opts.Journal.OnSync
+	var spill atomic.Pointer[spiller]
 	opts.Journal.OnSync = func(si journal.SyncInfo) {
 		ck.synced(si.Bytes)
+		if sp := spill.Load(); sp != nil {
+			sp.signal()
+		}
 		if onSync != nil {
 			onSync(si)
 		}
@@ -121,12 +155,26 @@ func Open(dir string, opts Options) (*Store, error) {
 		j.Close()
 		return nil, err
 	}
-	st, last, base, _, err := rebuild(fsys, dir, opts.State, j.LastSeq(), j.Replay)
+	var fx []effect
+	st, version, last, base, _, err := rebuild(fsys, dir, opts.State, j.LastSeq(), j.Replay, func(seq uint64, op *state.Op, st *state.State) {
+		fx = appendEffect(fx, seq, op, st)
+	})
 	if err != nil {
 		j.Close()
 		return nil, err
 	}
-	s := &Store{st: st, j: j, snaps: ck, retention: opts.Retention, appended: last}
+	tfs := opts.TableFS
+	if m, ok := fsys.(interface{ TableFS() pebblevfs.FS }); ok && tfs == nil {
+		tfs = m.TableFS()
+	}
+	tbl, err := openTableFor(tfs, dir, st, base, version, opts.Logf)
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	s := &Store{st: st, j: j, snaps: ck, retention: opts.Retention, appended: last, tbl: tbl}
+	s.sp = newSpiller(s, opts.PayloadCacheBytes, fx)
+	spill.Store(s.sp)
 	ck.s = s
 	ck.lastSeq = base.Seq
 	if base.Path != "" {
@@ -134,20 +182,45 @@ func Open(dir string, opts Options) (*Store, error) {
 			ck.lastSize = fi.Size()
 		}
 	}
-	var orphans []state.Op
+	s.mu.Lock()
+	s.sp.budgetLocked(last)
+	s.mu.Unlock()
+	go s.sp.run()
+	var ops []state.Op
 	for _, id := range st.Running() {
-		orphans = append(orphans, st.Orphan(id, opts.Now))
+		ops = append(ops, st.Orphan(id, opts.Now))
 	}
-	if len(orphans) > 0 {
+	if r := opts.Retention; r != nil && !sameRetention(st.Retention(), r) {
+		// Put the configured retention in force, journaled, so that replay
+		// places later finished jobs in the partitions this run does.
+		ops = append(ops, state.Op{Kind: state.OpExpire, At: opts.Now, Retention: r})
+	}
+	if len(ops) > 0 {
 		s.mu.Lock()
-		wait := s.submitLocked(orphans)
+		wait := s.submitLocked(ops)
 		s.mu.Unlock()
 		if err := wait(); err != nil {
-			j.Close()
+			s.abandon()
 			return nil, fmt.Errorf("embedded: requeue interrupted attempts: %w", err)
 		}
 	}
 	return s, nil
+}
+
+// abandon stops the spiller and closes the table and the journal of a
+// store that failed to open.
+func (s *Store) abandon() {
+	s.sp.stop()
+	s.tbl.close()
+	s.j.Close()
+}
+
+// sameRetention reports whether a and b keep every kind and state alike.
+func sameRetention(a, b *state.Retention) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.SucceededMS == b.SucceededMS && a.CancelledMS == b.CancelledMS && a.FailedMS == b.FailedMS && slices.Equal(a.PerKind, b.PerKind)
 }
 
 // submitLocked applies ops to the state and queues their records on the
@@ -155,9 +228,17 @@ func Open(dir string, opts Options) (*Store, error) {
 // s.mu must be held.
 func (s *Store) submitLocked(ops []state.Op) func() error {
 	for i := range ops {
-		s.st.Apply(&ops[i])
+		s.applyLocked(&ops[i], s.appended+uint64(i)+1)
 	}
 	return s.journalLocked(ops)
+}
+
+// applyLocked applies op, which is to be journal record seq, to the state,
+// and queues what it changes in the job table. s.mu must be held.
+func (s *Store) applyLocked(op *state.Op, seq uint64) {
+	s.st.SetSeq(seq)
+	s.st.Apply(op)
+	s.sp.appliedLocked(seq, op)
 }
 
 // usableLocked reports why the store cannot take changes, or nil.
@@ -184,7 +265,12 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 	for i := range jobs {
 		spec := jobs[i].Spec
 		if spec.Key != "" {
-			if id, ok := s.st.ByKey(spec.Key); ok {
+			id, ok, err := s.byKeyLocked(spec.Key)
+			if err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
+			if ok {
 				out[i] = store.Enqueued{ID: id, Existing: true}
 				continue
 			}
@@ -232,7 +318,27 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	if err := wait(); err != nil {
 		return nil, err
 	}
-	return claims, nil
+	return claims, s.fillPayloads(claims)
+}
+
+// fillPayloads reads the payloads of claimed jobs that the table keeps.
+// The payload of a running job stays in the table until the job finishes,
+// which its claim comes before.
+func (s *Store) fillPayloads(claims []store.Claim) error {
+	for i := range claims {
+		if claims[i].Payload != nil || !claims[i].Spilled {
+			continue
+		}
+		p, err := s.tbl.payload(claims[i].ID)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			return fmt.Errorf("embedded: the job table %s lost the payload of running job %d; restore the directory from a backup", s.tbl.path, claims[i].ID)
+		}
+		claims[i].Payload = p
+	}
+	return nil
 }
 
 // claimLocked decides and applies the starts (and the deferrals and
@@ -254,11 +360,11 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 		// Apply now so that the next PeekDue, and the next job's breaker,
 		// see this decision; the records are journaled in the same order.
 		ops = append(ops, op)
-		s.st.Apply(&ops[len(ops)-1])
+		s.applyLocked(&ops[len(ops)-1], s.appended+uint64(len(ops)))
 		if op.Kind == state.OpStart {
 			claims = append(claims, store.Claim{
 				ID: job.ID, Attempt: op.Attempt, Kind: job.Spec.Kind, Target: job.Spec.Target,
-				Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS,
+				Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS, Spilled: job.Spilled,
 			})
 		}
 	}
@@ -318,7 +424,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			continue // the attempt is not open (a duplicate or fenced outcome): nothing to journal
 		}
 		ops = append(ops, op)
-		s.st.Apply(&ops[len(ops)-1])
+		s.applyLocked(&ops[len(ops)-1], s.appended+uint64(len(ops)))
 	}
 	var claims []store.Claim
 	if lim.Max > 0 {
@@ -329,7 +435,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	if err := wait(); err != nil {
 		return nil, err
 	}
-	return claims, nil
+	return claims, s.fillPayloads(claims)
 }
 
 // Cancel implements store.Store.
@@ -339,10 +445,10 @@ func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string)
 		s.mu.Unlock()
 		return false, err
 	}
-	job, ok := s.st.Job(id)
-	if !ok {
+	job, err := s.jobLocked(id)
+	if err != nil {
 		s.mu.Unlock()
-		return false, store.ErrNotFound
+		return false, err
 	}
 	if job.State != state.Pending && job.State != state.Running {
 		s.mu.Unlock()
@@ -361,16 +467,29 @@ func (s *Store) Retry(ctx context.Context, now int64, id uint64) error {
 		s.mu.Unlock()
 		return err
 	}
-	job, ok := s.st.Job(id)
-	if !ok {
+	job, err := s.jobLocked(id)
+	if err != nil {
 		s.mu.Unlock()
-		return store.ErrNotFound
+		return err
 	}
 	if job.State != state.Failed && job.State != state.Cancelled {
 		s.mu.Unlock()
 		return store.ErrNotFailed
 	}
-	wait := s.submitLocked([]state.Op{{Kind: state.OpRetry, ID: id, At: now, Due: now}})
+	// The record carries the job as it finished, payload included, so
+	// that its replay needs nothing the table holds.
+	img := job
+	if img.Spilled {
+		p, err := s.tbl.payload(id)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		sp := *img.Spec
+		sp.Payload = p
+		img.Spec, img.Spilled = &sp, false
+	}
+	wait := s.submitLocked([]state.Op{{Kind: state.OpRetry, ID: id, At: now, Due: now, Image: &img}})
 	s.mu.Unlock()
 	return wait()
 }
@@ -389,11 +508,49 @@ func (s *Store) Job(ctx context.Context, id uint64) (state.Job, error) {
 	if err := s.readableLocked(); err != nil {
 		return state.Job{}, err
 	}
-	job, ok := s.st.Job(id)
-	if !ok {
+	j, err := s.jobLocked(id)
+	if err != nil || !j.Spilled {
+		return j, err
+	}
+	p, err := s.tbl.payload(id)
+	if err != nil {
+		return state.Job{}, err
+	}
+	sp := *j.Spec
+	sp.Payload = p
+	j.Spec = &sp
+	return j, nil
+}
+
+// jobLocked returns a copy of job id from memory, or from the table. A job
+// in memory with a spilled payload comes back with Spilled set and no
+// payload. s.mu must be held.
+func (s *Store) jobLocked(id uint64) (state.Job, error) {
+	if job, ok := s.st.Job(id); ok {
+		return copyJob(job), nil
+	}
+	parts, _ := s.st.Parts()
+	j, err := s.tbl.finished(id, parts)
+	if err != nil {
+		return state.Job{}, err
+	}
+	if j == nil {
 		return state.Job{}, store.ErrNotFound
 	}
-	return copyJob(job), nil
+	return *j, nil
+}
+
+// byKeyLocked returns the id of the job that holds key, in memory or in the
+// table. s.mu must be held.
+func (s *Store) byKeyLocked(key string) (uint64, bool, error) {
+	if id, ok := s.st.ByKey(key); ok {
+		return id, true, nil
+	}
+	parts, _ := s.st.Parts()
+	if len(parts) == 0 {
+		return 0, false, nil
+	}
+	return s.tbl.byKey(key, parts)
 }
 
 // readableLocked reports why the state cannot be read, or nil. After a
@@ -410,7 +567,13 @@ func copyJob(j *state.Job) state.Job {
 	return c
 }
 
-// List implements store.Store.
+// List implements store.Store. It merges the jobs in memory (pending,
+// running, and finished ones not yet evicted), which it scans, with the
+// finished jobs of the table, which it reads through the index of the most
+// selective filter; a job in memory hides its older copy in the table. A
+// page is short only at the end of the matches. The search matches a job
+// in memory by a substring of its id or key, and a job in the table by its
+// exact id or key (point reads).
 func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, error) {
 	limit := f.Limit
 	if limit <= 0 {
@@ -421,37 +584,106 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 	if err := s.readableLocked(); err != nil {
 		return nil, 0, err
 	}
-	var (
-		out  []state.Job
-		next uint64
-	)
 	digits := allDigits(f.Search)
-	scanned := 0
+	var mem []state.Job
 	s.st.Scan(f.After, !f.Oldest, func(j *state.Job) bool {
-		scanned++
-		if !matches(j, &f, digits) {
-			if scanned >= maxScan {
-				// Bound the time the lock is held: the page ends here, and
-				// its cursor resumes the scan after this job.
-				next = j.ID
-				return false
-			}
-			return true
+		if matches(j, &f, digits) {
+			mem = append(mem, copyJob(j))
 		}
-		if len(out) == limit {
-			next = out[len(out)-1].ID
-			return false
-		}
-		out = append(out, copyJob(j))
-		return true
+		return len(mem) <= limit
 	})
+	var disk []state.Job
+	if f.State == "" || f.State == "succeeded" || f.State == "failed" || f.State == "cancelled" {
+		var err error
+		if disk, err = s.listTableLocked(&f, limit+1, digits); err != nil {
+			return nil, 0, err
+		}
+	}
+	out := mergeByID(mem, disk, !f.Oldest, limit+1)
+	var next uint64
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	for i := range out {
+		if out[i].Spilled {
+			p, err := s.tbl.payload(out[i].ID)
+			if err != nil {
+				return nil, 0, err
+			}
+			sp := *out[i].Spec
+			sp.Payload = p
+			out[i].Spec, out[i].Spilled = &sp, false
+		}
+	}
 	return out, next, nil
 }
 
-// maxScan bounds the jobs one List call looks at: a filter that matches
-// few of many jobs returns a short (even empty) page with a cursor to go on,
-// rather than holding the store's lock for a scan of every job.
-var maxScan = 100_000
+// listTableLocked returns up to limit finished jobs of the table that pass
+// f, after its cursor in its order, leaving out those memory holds.
+func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]state.Job, error) {
+	parts, _ := s.st.Parts()
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	inMemory := func(id uint64) bool { _, ok := s.st.Job(id); return ok }
+	if f.Search == "" {
+		return s.tbl.list(tableQuery{state: f.State, kind: f.Kind, target: f.Target, after: f.After, desc: !f.Oldest, limit: limit, skip: inMemory}, parts)
+	}
+	// A search is a point read by key and, for digits, by id.
+	var ids []uint64
+	if id, ok, err := s.tbl.byKey(f.Search, parts); err != nil {
+		return nil, err
+	} else if ok {
+		ids = append(ids, id)
+	}
+	if digits {
+		if id, err := strconv.ParseUint(f.Search, 10, 64); err == nil && id != 0 && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	var out []state.Job
+	for _, id := range ids {
+		if inMemory(id) || (f.After != 0 && (id > f.After) != f.Oldest) {
+			continue
+		}
+		j, err := s.tbl.finished(id, parts)
+		if err != nil {
+			return nil, err
+		}
+		if j == nil || (f.State != "" && j.State.String() != f.State) || (f.Kind != "" && j.Spec.Kind != f.Kind) || (f.Target != "" && j.Spec.Target != f.Target) {
+			continue
+		}
+		out = append(out, *j)
+	}
+	slices.SortFunc(out, func(a, b state.Job) int {
+		if f.Oldest {
+			return cmp.Compare(a.ID, b.ID)
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	return out, nil
+}
+
+// mergeByID merges two lists of jobs sorted by id (descending when desc)
+// into one of at most n, keeping a's copy of an id both hold.
+func mergeByID(a, b []state.Job, desc bool, n int) []state.Job {
+	out := make([]state.Job, 0, min(n, len(a)+len(b)))
+	for len(out) < n && (len(a) > 0 || len(b) > 0) {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0].ID == b[0].ID:
+			if len(b) > 0 && a[0].ID == b[0].ID {
+				b = b[1:]
+			}
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || (a[0].ID > b[0].ID) != desc:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a = append(out, a[0]), a[1:]
+		}
+	}
+	return out
+}
 
 // matches reports whether job j passes filter f; digits is whether
 // f.Search could be part of a decimal id.
@@ -566,6 +798,8 @@ func (s *Store) Close() error {
 		// stable once the appends already queued are durable.
 		_, ckErr = s.snaps.snapshotClosed(s.st)
 	}
+	s.sp.stop()
+	tblErr := s.tbl.close()
 	err := s.j.Close()
 	if errors.Is(err, journal.ErrClosed) {
 		err = nil
@@ -582,6 +816,9 @@ func (s *Store) Close() error {
 	if err == nil && ckErr != nil {
 		err = fmt.Errorf("embedded: closed, but the final snapshot failed (the journal keeps every record): %w", ckErr)
 	}
+	if err == nil && tblErr != nil {
+		err = tableError(s.tbl.path, tblErr)
+	}
 	return err
 }
 
@@ -597,4 +834,13 @@ func (s *Store) Err() error {
 		err = s.j.Err()
 	}
 	return err
+}
+
+// fail makes err the store's sticky failure (the first one wins).
+func (s *Store) fail(err error) {
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = err
+	}
+	s.mu.Unlock()
 }

@@ -38,23 +38,54 @@ var errStop = errors.New("stop")
 // skipped. Damage (a record that is not an op, records that neither the
 // journal nor a snapshot holds) wraps journal.ErrCorrupt.
 func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
-	replay func(from uint64, fn func(journal.Position, []byte) error) error) (*state.State, uint64, snapshot.Info, []error, error) {
+	replay func(from uint64, fn func(journal.Position, []byte) error) error, onOp opHook) (*state.State, uint64, snapshot.Info, []error, error) {
+	st, _, last, base, damaged, err := loadStateV(fsys, dir, cfg, upTo, replay, onOp)
+	return st, last, base, damaged, err
+}
+
+// opHook is told of each op replayed after the snapshot, with its record's
+// sequence number, once it is applied to st.
+type opHook func(seq uint64, op *state.Op, st *state.State)
+
+// versionReader remembers the first byte read through it: a snapshot
+// body's version.
+type versionReader struct {
+	r io.Reader
+	v byte
+	n int
+}
+
+func (v *versionReader) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	if v.n == 0 && n > 0 {
+		v.v = p[0]
+	}
+	v.n += n
+	return n, err
+}
+
+// loadStateV is loadState that also returns the version of the snapshot
+// body it started from (0 if none).
+func loadStateV(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
+	replay func(from uint64, fn func(journal.Position, []byte) error) error, onOp opHook) (*state.State, byte, uint64, snapshot.Info, []error, error) {
 	infos, err := snapshot.List(fsys, dir)
 	if err != nil {
-		return nil, 0, snapshot.Info{}, nil, err
+		return nil, 0, 0, snapshot.Info{}, nil, err
 	}
 	st := state.New(cfg)
+	var version byte
 	// Streamed: the body and the state it builds are never both in memory
 	// (a snapshot of 1 M jobs is about 100 MB).
 	base, damaged, err := snapshot.Newest(fsys, dir, upTo, func(body *snapshot.Body) error {
-		loaded, err := state.FromSnapshotReader(cfg, body, body.Size)
+		vr := &versionReader{r: body}
+		loaded, err := state.FromSnapshotReader(cfg, vr, body.Size)
 		if err == nil {
-			st = loaded
+			st, version = loaded, vr.v
 		}
 		return err
 	})
 	if err != nil {
-		return nil, 0, snapshot.Info{}, nil, err
+		return nil, 0, 0, snapshot.Info{}, nil, err
 	}
 	last := base.Seq
 	err = replay(base.Seq+1, func(pos journal.Position, rec []byte) error {
@@ -65,7 +96,11 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 		if err != nil {
 			return fmt.Errorf("%w: %s: record %d (segment %d, offset %d) is not a runlog op: %w; its checksum is right, so it was written by another program or version: restore the directory from a backup", journal.ErrCorrupt, dir, pos.Seq, pos.Segment, pos.Offset, err)
 		}
+		st.SetSeq(pos.Seq)
 		st.Apply(&op)
+		if onOp != nil {
+			onOp(pos.Seq, &op, st)
+		}
 		last = pos.Seq
 		return nil
 	})
@@ -75,22 +110,22 @@ func loadState(fsys vfs.FS, dir string, cfg state.Config, upTo uint64,
 	if upTo != 0 && len(infos) > 0 && upTo < infos[len(infos)-1].Seq && (err != nil || last < upTo) {
 		// Time travel to before what the kept snapshots cover.
 		oldest := infos[len(infos)-1].Seq
-		return nil, 0, base, damaged, fmt.Errorf("embedded: %s no longer holds record %d: the journal before its oldest snapshot (record %d) was dropped when that snapshot was written; positions from %d on can be rebuilt (keep more snapshots to reach further back)", dir, upTo, oldest, oldest)
+		return nil, 0, 0, base, damaged, fmt.Errorf("embedded: %s no longer holds record %d: the journal before its oldest snapshot (record %d) was dropped when that snapshot was written; positions from %d on can be rebuilt (keep more snapshots to reach further back)", dir, upTo, oldest, oldest)
 	}
 	if errors.Is(err, journal.ErrDropped) {
 		why := "no snapshot covers them (was a snapshot or the oldest segment file deleted?)"
 		if len(damaged) > 0 {
 			why = fmt.Sprintf("the snapshots that covered them are damaged (%v)", errors.Join(damaged...))
 		}
-		return nil, 0, base, damaged, fmt.Errorf("%w: %s: the journal no longer holds the records after %d and %s; the jobs they held cannot be rebuilt: restore the directory from a backup: %w", journal.ErrCorrupt, dir, base.Seq, why, err)
+		return nil, 0, 0, base, damaged, fmt.Errorf("%w: %s: the journal no longer holds the records after %d and %s; the jobs they held cannot be rebuilt: restore the directory from a backup: %w", journal.ErrCorrupt, dir, base.Seq, why, err)
 	}
 	if err != nil {
-		return nil, 0, base, damaged, err
+		return nil, 0, 0, base, damaged, err
 	}
 	if upTo != 0 && last < upTo {
-		return nil, 0, base, damaged, fmt.Errorf("embedded: %s holds records up to %d only, not %d", dir, last, upTo)
+		return nil, 0, 0, base, damaged, fmt.Errorf("embedded: %s holds records up to %d only, not %d", dir, last, upTo)
 	}
-	return st, last, base, damaged, nil
+	return st, version, last, base, damaged, nil
 }
 
 // snapshotter writes snapshots in the background and drops the journal
@@ -201,11 +236,15 @@ func (c *snapshotter) snapshot() (store.SnapshotStats, error) {
 	if err == nil {
 		err = c.awaitDurable(seq)
 	}
+	if err == nil {
+		// The table must hold, durably, every job the frozen state evicted.
+		err = s.sp.checkpoint(seq)
+	}
 	if err != nil {
 		w.Abort()
 		return store.SnapshotStats{}, c.fail(err)
 	}
-	return c.publish(w, seq, size, f.Len(), began)
+	return c.publish(w, seq, size, f.Jobs(), began)
 }
 
 // frozenChunk is how many jobs writeFrozen encodes per hold of the lock.
@@ -270,6 +309,9 @@ func (c *snapshotter) snapshotClosed(st *state.State) (store.SnapshotStats, erro
 	c.mu.Unlock()
 	if unchanged {
 		return store.SnapshotStats{}, nil
+	}
+	if err := c.s.sp.checkpoint(next - 1); err != nil {
+		return store.SnapshotStats{}, c.fail(err)
 	}
 	return c.write(st, next-1, began)
 }
@@ -347,7 +389,7 @@ func StateAt(fsys vfs.FS, dir string, cfg state.Config, jopts journal.Options, s
 		fsys = vfs.OS{}
 	}
 	jopts.FS = fsys
-	st, last, _, _, err := loadState(fsys, dir, cfg, seq, scanReplay(fsys, dir, jopts))
+	st, last, _, _, err := loadState(fsys, dir, cfg, seq, scanReplay(fsys, dir, jopts), nil)
 	return st, last, err
 }
 

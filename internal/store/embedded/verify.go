@@ -20,20 +20,20 @@ import (
 // snapshot used and the damaged snapshots skipped. A directory that does
 // not fit is an error wrapping journal.ErrCorrupt that says what to do.
 func rebuild(fsys vfs.FS, dir string, cfg state.Config, journalLast uint64,
-	replay func(from uint64, fn func(journal.Position, []byte) error) error) (*state.State, uint64, snapshot.Info, []error, error) {
-	st, last, base, damaged, err := loadState(fsys, dir, cfg, 0, replay)
+	replay func(from uint64, fn func(journal.Position, []byte) error) error, onOp opHook) (*state.State, byte, uint64, snapshot.Info, []error, error) {
+	st, v, last, base, damaged, err := loadStateV(fsys, dir, cfg, 0, replay, onOp)
 	if err != nil {
-		return nil, 0, base, damaged, err
+		return nil, 0, 0, base, damaged, err
 	}
 	if base.Seq > journalLast {
-		return nil, 0, base, damaged, fmt.Errorf("%w: %s: snapshot %s covers records up to %d, but the journal ends at record %d: the segment files that held records %d to %d (and maybe later ones) were deleted or cut; restore the directory from a backup",
+		return nil, 0, 0, base, damaged, fmt.Errorf("%w: %s: snapshot %s covers records up to %d, but the journal ends at record %d: the segment files that held records %d to %d (and maybe later ones) were deleted or cut; restore the directory from a backup",
 			journal.ErrCorrupt, dir, base.Path, base.Seq, journalLast, journalLast+1, base.Seq)
 	}
 	if last < journalLast {
-		return nil, 0, base, damaged, fmt.Errorf("%w: %s: the journal ends at record %d, but only records up to %d could be read after snapshot %d; restore the directory from a backup",
+		return nil, 0, 0, base, damaged, fmt.Errorf("%w: %s: the journal ends at record %d, but only records up to %d could be read after snapshot %d; restore the directory from a backup",
 			journal.ErrCorrupt, dir, journalLast, last, base.Seq)
 	}
-	return st, last, base, damaged, nil
+	return st, v, last, base, damaged, nil
 }
 
 // VerifyReport is what Verify found in a directory.
@@ -115,7 +115,7 @@ func verifyOnce(fsys vfs.FS, dir string, opts Options) (VerifyReport, error) {
 		}
 		return scan(from, fn)
 	}
-	st, _, base, damaged, err := rebuild(fsys, dir, opts.State, rep.Journal.NextSeq-1, replay)
+	st, _, _, base, damaged, err := rebuild(fsys, dir, opts.State, rep.Journal.NextSeq-1, replay, nil)
 	rep.Snapshot, rep.Damaged = base, damaged
 	if err != nil {
 		return rep, err

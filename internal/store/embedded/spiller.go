@@ -1,0 +1,327 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/runlog/runlog/internal/snapshot"
+	"github.com/runlog/runlog/internal/state"
+)
+
+// effect is a change to the job table that an op makes besides the
+// evictions the spiller does on its own: the deletion of a finished job's
+// keys when a retry by hand takes it back (image), or the range deletion of
+// the partitions an expire dropped (dropAt).
+type effect struct {
+	seq    uint64
+	image  *state.Job
+	dropAt int64
+}
+
+// appendEffect appends the table change of op, journal record seq, which
+// was just applied to st, if it makes one.
+func appendEffect(fx []effect, seq uint64, op *state.Op, st *state.State) []effect {
+	switch {
+	case op.Kind == state.OpRetry && st.RetryApplied() && op.Image != nil:
+		return append(fx, effect{seq: seq, image: op.Image})
+	case op.Kind == state.OpExpire:
+		return append(fx, effect{seq: seq, dropAt: op.At})
+	}
+	return fx
+}
+
+// payloadSpill asks for the payload of pending job id, enqueued by record
+// seq, to move to the table.
+type payloadSpill struct{ seq, id uint64 }
+
+// spiller copies what the state no longer needs in memory to the job
+// table, in the background, once the journal records it depends on are
+// durable: finished jobs (then evicted from the state), the table changes
+// of retries and expiries (in journal order, before the evictions of the
+// same round), and payloads beyond the cache. Every write is idempotent,
+// so a crash that loses the table's unflushed writes, or keeps writes the
+// last snapshot does not know of, is repaired by replay (docs/snapshots.md).
+type spiller struct {
+	s      *Store
+	budget int64 // payload bytes kept in memory; < 0: no bound
+
+	resident int64          // guarded by s.mu: payload bytes in memory
+	effects  []effect       // guarded by s.mu: not yet committed, by seq
+	payloads []payloadSpill // guarded by s.mu: not yet done, by seq
+	cond     *sync.Cond     // on s.mu: broadcast after every round
+	stopped  bool           // guarded by s.mu
+
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// spillBatch is how many finished jobs one round copies at most.
+const spillBatch = 2048
+
+func newSpiller(s *Store, budget int64, fx []effect) *spiller {
+	if budget == 0 {
+		budget = DefaultPayloadCacheBytes
+	}
+	sp := &spiller{s: s, budget: budget, effects: fx, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	sp.cond = sync.NewCond(&s.mu)
+	return sp
+}
+
+// signal wakes the spiller if it sleeps.
+func (sp *spiller) signal() {
+	select {
+	case sp.wake <- struct{}{}:
+	default:
+	}
+}
+
+// appliedLocked accounts for op, journal record seq, just applied to the
+// state. s.mu must be held.
+func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
+	st := sp.s.st
+	sp.effects = appendEffect(sp.effects, seq, op, st)
+	switch op.Kind {
+	case state.OpEnqueue, state.OpRetry:
+		j, ok := st.Job(op.ID)
+		if !ok || j.State != state.Pending || len(j.Spec.Payload) == 0 {
+			break
+		}
+		sp.resident += int64(len(j.Spec.Payload))
+		if sp.budget >= 0 && sp.resident > sp.budget {
+			sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: op.ID})
+		}
+	}
+	if st.DoneLen() > 0 || len(sp.effects) > 0 || len(sp.payloads) > 0 {
+		sp.signal()
+	}
+}
+
+// budgetLocked recounts the payload bytes in memory (after open) and, if
+// they are over the budget, queues the spill of the newest pending jobs'
+// until they are not; seq is a durable record. s.mu must be held.
+func (sp *spiller) budgetLocked(seq uint64) {
+	sp.resident = 0
+	sp.s.st.Scan(0, false, func(j *state.Job) bool {
+		sp.resident += int64(len(j.Spec.Payload))
+		return true
+	})
+	over := sp.resident - sp.budget
+	if sp.budget < 0 || over <= 0 {
+		return
+	}
+	sp.s.st.Scan(0, true, func(j *state.Job) bool {
+		if j.State == state.Pending && len(j.Spec.Payload) > 0 {
+			sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: j.ID})
+			over -= int64(len(j.Spec.Payload))
+		}
+		return over > 0
+	})
+	sp.signal()
+}
+
+// run is the spiller's goroutine.
+func (sp *spiller) run() {
+	defer close(sp.done)
+	for {
+		select {
+		case <-sp.quit:
+			return
+		case <-sp.wake:
+		}
+		for {
+			more, err := sp.round()
+			if err != nil {
+				err = fmt.Errorf("embedded: writing the job table failed, so no change is accepted until the store is reopened (the journal keeps every record): %w", err)
+				sp.s.fail(err)
+				if l := sp.s.snaps.logf; l != nil {
+					l("runlog: %v", err)
+				}
+				sp.s.mu.Lock()
+				sp.cond.Broadcast()
+				sp.s.mu.Unlock()
+				return
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// stop ends the spiller's goroutine and wakes whoever waits on it.
+func (sp *spiller) stop() {
+	sp.once.Do(func() {
+		close(sp.quit)
+		<-sp.done
+		sp.s.mu.Lock()
+		sp.stopped = true
+		sp.cond.Broadcast()
+		sp.s.mu.Unlock()
+	})
+}
+
+// spillJob is a finished job copied out of the state, with the tag the
+// state gave it.
+type spillJob struct {
+	job state.Job
+	seq uint64
+}
+
+// round does one batch of the spiller's work and reports whether more of
+// it is ready.
+func (sp *spiller) round() (bool, error) {
+	s := sp.s
+	durable := s.j.LastSeq()
+	s.mu.Lock()
+	if s.failed != nil {
+		s.mu.Unlock()
+		return false, nil
+	}
+	nfx := 0
+	for nfx < len(sp.effects) && sp.effects[nfx].seq <= durable {
+		nfx++
+	}
+	fx := sp.effects[:nfx:nfx]
+	var jobs []spillJob
+	s.st.Done(func(j *state.Job) bool {
+		if j.Seq > durable || len(jobs) == spillBatch {
+			return false
+		}
+		c := *j
+		c.Attempts = slices.Clone(j.Attempts)
+		jobs = append(jobs, spillJob{job: c, seq: j.Seq})
+		return true
+	})
+	npl := 0
+	var pays [][]byte
+	for npl < len(sp.payloads) && sp.payloads[npl].seq <= durable && npl < spillBatch {
+		var p []byte
+		if j, ok := s.st.Job(sp.payloads[npl].id); ok && !j.State.Finished() && !j.Spilled {
+			p = j.Spec.Payload
+		}
+		pays = append(pays, p)
+		npl++
+	}
+	pls := sp.payloads[:npl:npl]
+	s.mu.Unlock()
+	if nfx == 0 && len(jobs) == 0 && npl == 0 {
+		return false, nil
+	}
+	b := s.tbl.db.NewBatch()
+	defer b.Close()
+	for _, e := range fx {
+		if e.image != nil {
+			deleteFinished(b, e.image)
+		} else {
+			dropParts(b, e.dropAt)
+		}
+	}
+	for i := range jobs {
+		j := &jobs[i].job
+		payload := j.Spec.Payload
+		if j.Spilled {
+			p, err := s.tbl.payload(j.ID)
+			if err != nil {
+				return false, err
+			}
+			payload = p
+		}
+		putFinished(b, j, payload)
+	}
+	for i, pl := range pls {
+		if pays[i] != nil {
+			b.Set(payloadKey(pl.id), pays[i], nil)
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return false, tableError(s.tbl.path, err)
+	}
+	s.mu.Lock()
+	sp.effects = sp.effects[nfx:]
+	for i := range jobs {
+		j := &jobs[i].job
+		if s.st.Evict(j.ID, jobs[i].seq) && !j.Spilled {
+			sp.resident -= int64(len(j.Spec.Payload))
+		}
+	}
+	for i, pl := range pls {
+		if pays[i] != nil && s.st.SpillPayload(pl.id) {
+			sp.resident -= int64(len(pays[i]))
+		}
+	}
+	sp.payloads = sp.payloads[npl:]
+	sp.cond.Broadcast()
+	more := len(jobs) == spillBatch || npl == spillBatch
+	s.mu.Unlock()
+	return more, nil
+}
+
+// checkpoint makes the table durable with every change of the records up
+// to seq that the snapshot of the state as of seq relies on: it waits
+// until the spiller committed the effects of those records (evictions need
+// no wait: a job not yet evicted is in the snapshot), then flushes the
+// table. The journal must be durable up to seq.
+func (sp *spiller) checkpoint(seq uint64) error {
+	s := sp.s
+	s.mu.Lock()
+	for len(sp.effects) > 0 && sp.effects[0].seq <= seq && s.failed == nil && !sp.stopped {
+		sp.signal()
+		sp.cond.Wait()
+	}
+	err := s.failed
+	stopped := sp.stopped && len(sp.effects) > 0 && sp.effects[0].seq <= seq
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if stopped {
+		return errors.New("embedded: the job table's writer stopped before the checkpoint")
+	}
+	if err := s.tbl.db.Flush(); err != nil {
+		return tableError(s.tbl.path, err)
+	}
+	return nil
+}
+
+// openTableFor opens the job table of dir for state st, rebuilt from
+// snapshot base of body version v. A table is rebuilt from scratch (the
+// old one removed) when no version 2 snapshot relies on it: with no
+// snapshot the journal holds every record, and a version 1 snapshot holds
+// every job. A state that counts jobs it does not hold needs the table.
+func openTableFor(fsys pebblevfs.FS, dir string, st *state.State, base snapshot.Info, v byte, logf func(string, ...any)) (*table, error) {
+	if fsys == nil {
+		fsys = pebblevfs.Default
+	}
+	path := filepath.Join(dir, tableDir)
+	if base.Path == "" || v < 2 {
+		if err := fsys.RemoveAll(path); err != nil {
+			return nil, fmt.Errorf("embedded: remove the job table %s to rebuild it: %w", path, err)
+		}
+	} else if held, all := finishedHeld(st), st.Counts(); held < all.Succeeded+all.Failed+all.Cancelled {
+		if names, err := fsys.List(path); len(names) == 0 || errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("embedded: %s: snapshot %s relies on the job table %s for %d finished jobs, but the table is gone; restore the directory from a backup", dir, base.Path, path, all.Succeeded+all.Failed+all.Cancelled-held)
+		}
+	}
+	return openTable(fsys, dir, logf)
+}
+
+// finishedHeld counts the finished jobs st holds in memory.
+func finishedHeld(st *state.State) int {
+	n := 0
+	st.Scan(0, false, func(j *state.Job) bool {
+		if j.State.Finished() {
+			n++
+		}
+		return true
+	})
+	return n
+}
