@@ -269,9 +269,9 @@ func (t *table) payload(id uint64) ([]byte, error) {
 // tableQuery is what a page of finished jobs from the table is asked for.
 type tableQuery struct {
 	state, kind, target string // filters ("" any); state is a finished state's name
-	after                   uint64
-	desc                    bool
-	limit                   int
+	after               uint64
+	desc                bool
+	limit               int
 	// skip reports ids the caller has in memory (its copy wins).
 	skip func(uint64) bool
 }
