@@ -124,7 +124,8 @@ type ListFilter struct {
 	State  State
 	Kind   string
 	Target string
-	// Search matches a substring of the decimal id or of the key.
+	// Search matches a job whose decimal id it is, or whose idempotency
+	// key starts with it (a prefix: the stores answer it from an index).
 	Search string
 	// After is the cursor: Page.Next of the previous page; 0 starts.
 	After uint64

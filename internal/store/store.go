@@ -84,7 +84,7 @@ type Filter struct {
 	State  string // "" = any
 	Kind   string
 	Target string
-	Search string // substring of the decimal id or of the key
+	Search string // the decimal id, or a prefix of the key
 	After  uint64 // cursor: the last id of the previous page, 0 = start
 	Limit  int
 	Oldest bool // ascending ids; default newest first

@@ -480,7 +480,7 @@ func (s *Store) Retry(ctx context.Context, now int64, id uint64) error {
 	// that its replay needs nothing the table holds.
 	img := job
 	if img.Spilled {
-		p, err := s.tbl.payload(id)
+		p, err := s.tbl.payloadOf(&img)
 		if err != nil {
 			s.mu.Unlock()
 			return err
@@ -512,13 +512,13 @@ func (s *Store) Job(ctx context.Context, id uint64) (state.Job, error) {
 	if err != nil || !j.Spilled {
 		return j, err
 	}
-	p, err := s.tbl.payload(id)
+	p, err := s.tbl.payloadOf(&j)
 	if err != nil {
 		return state.Job{}, err
 	}
 	sp := *j.Spec
 	sp.Payload = p
-	j.Spec = &sp
+	j.Spec, j.Spilled = &sp, false
 	return j, nil
 }
 
@@ -571,9 +571,9 @@ func copyJob(j *state.Job) state.Job {
 // running, and finished ones not yet evicted), which it scans, with the
 // finished jobs of the table, which it reads through the index of the most
 // selective filter; a job in memory hides its older copy in the table. A
-// page is short only at the end of the matches. The search matches a job
-// in memory by a substring of its id or key, and a job in the table by its
-// exact id or key (point reads).
+// page is short only at the end of the matches. The search matches a
+// job's decimal id or a prefix of its key: in the table a point read and a
+// range of each partition's key index.
 func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, error) {
 	limit := f.Limit
 	if limit <= 0 {
@@ -607,7 +607,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 	}
 	for i := range out {
 		if out[i].Spilled {
-			p, err := s.tbl.payload(out[i].ID)
+			p, err := s.tbl.payloadOf(&out[i])
 			if err != nil {
 				return nil, 0, err
 			}
@@ -630,12 +630,11 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 	if f.Search == "" {
 		return s.tbl.list(tableQuery{state: f.State, kind: f.Kind, target: f.Target, after: f.After, desc: !f.Oldest, limit: limit, skip: inMemory}, parts)
 	}
-	// A search is a point read by key and, for digits, by id.
-	var ids []uint64
-	if id, ok, err := s.tbl.byKey(f.Search, parts); err != nil {
+	// A search is a range of the key index and, for digits, a point read
+	// by id.
+	ids, err := s.tbl.byKeyPrefix(f.Search, parts)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		ids = append(ids, id)
 	}
 	if digits {
 		if id, err := strconv.ParseUint(f.Search, 10, 64); err == nil && id != 0 && !slices.Contains(ids, id) {
@@ -697,12 +696,12 @@ func matches(j *state.Job, f *store.Filter, digits bool) bool {
 	if f.Target != "" && j.Spec.Target != f.Target {
 		return false
 	}
-	if f.Search != "" && !strings.Contains(j.Spec.Key, f.Search) {
+	if f.Search != "" && !strings.HasPrefix(j.Spec.Key, f.Search) {
 		if !digits {
 			return false
 		}
 		var buf [20]byte
-		if !strings.Contains(string(strconv.AppendUint(buf[:0], j.ID, 10)), f.Search) {
+		if string(strconv.AppendUint(buf[:0], j.ID, 10)) != f.Search {
 			return false
 		}
 	}

@@ -238,7 +238,7 @@ func (c *snapshotter) snapshot() (store.SnapshotStats, error) {
 	}
 	if err == nil {
 		// The table must hold, durably, every job the frozen state evicted.
-		err = s.sp.checkpoint(seq)
+		err = s.sp.checkpoint(seq, false)
 	}
 	if err != nil {
 		w.Abort()
@@ -310,7 +310,7 @@ func (c *snapshotter) snapshotClosed(st *state.State) (store.SnapshotStats, erro
 	if unchanged {
 		return store.SnapshotStats{}, nil
 	}
-	if err := c.s.sp.checkpoint(next - 1); err != nil {
+	if err := c.s.sp.checkpoint(next-1, true); err != nil {
 		return store.SnapshotStats{}, c.fail(err)
 	}
 	return c.write(st, next-1, began)

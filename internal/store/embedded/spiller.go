@@ -229,7 +229,7 @@ func (sp *spiller) round() (bool, error) {
 		j := &jobs[i].job
 		payload := j.Spec.Payload
 		if j.Spilled {
-			p, err := s.tbl.payload(j.ID)
+			p, err := s.tbl.payloadOf(j)
 			if err != nil {
 				return false, err
 			}
@@ -269,8 +269,10 @@ func (sp *spiller) round() (bool, error) {
 // to seq that the snapshot of the state as of seq relies on: it waits
 // until the spiller committed the effects of those records (evictions need
 // no wait: a job not yet evicted is in the snapshot), then flushes the
-// table. The journal must be durable up to seq.
-func (sp *spiller) checkpoint(seq uint64) error {
+// table. The journal must be durable up to seq. With last set the spiller
+// is stopped before the flush: the snapshot that follows encodes the live
+// state, not a frozen one, so nothing may be evicted after the flush.
+func (sp *spiller) checkpoint(seq uint64, last bool) error {
 	s := sp.s
 	s.mu.Lock()
 	for len(sp.effects) > 0 && sp.effects[0].seq <= seq && s.failed == nil && !sp.stopped {
@@ -285,6 +287,9 @@ func (sp *spiller) checkpoint(seq uint64) error {
 	}
 	if stopped {
 		return errors.New("embedded: the job table's writer stopped before the checkpoint")
+	}
+	if last {
+		sp.stop()
 	}
 	if err := s.tbl.db.Flush(); err != nil {
 		return tableError(s.tbl.path, err)
@@ -324,4 +329,23 @@ func finishedHeld(st *state.State) int {
 		return true
 	})
 	return n
+}
+
+// settle waits until the spiller has copied out every finished job and
+// payload it can and committed every effect: what tests and benchmarks
+// use to see the two tiers at rest. It returns the store's failure, if
+// any.
+func (s *Store) settle() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.failed == nil && !s.sp.stopped {
+		busy := len(s.sp.effects) > 0 || len(s.sp.payloads) > 0
+		s.st.Done(func(*state.Job) bool { busy = true; return false })
+		if !busy {
+			break
+		}
+		s.sp.signal()
+		s.sp.cond.Wait()
+	}
+	return s.failed
 }

@@ -261,9 +261,67 @@ func (t *table) byKey(key string, parts []int64) (uint64, bool, error) {
 	return 0, false, nil
 }
 
+// maxSearch bounds the jobs one key-prefix search collects.
+const maxSearch = 100_000
+
+// byKeyPrefix returns the ids of the finished jobs in parts whose key
+// starts with prefix, in no order; a prefix that more than maxSearch keys
+// start with is refused.
+func (t *table) byKeyPrefix(prefix string, parts []int64) ([]uint64, error) {
+	var ids []uint64
+	for _, end := range parts {
+		lo := keyKey(end, prefix)
+		hi := append(partPrefix(nil, end), 'y'+1)
+		it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return nil, tableError(t.path, err)
+		}
+		for it.First(); it.Valid() && bytes.HasPrefix(it.Key(), lo); it.Next() {
+			if v := it.Value(); len(v) == 8 {
+				ids = append(ids, binary.BigEndian.Uint64(v))
+			}
+			if len(ids) > maxSearch {
+				it.Close()
+				return nil, fmt.Errorf("embedded: more than %d finished jobs have a key that starts with %q: search for a longer prefix", maxSearch, prefix)
+			}
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return nil, tableError(t.path, err)
+		}
+	}
+	return ids, nil
+}
+
 // payload returns the spilled payload of job id (nil if there is none).
 func (t *table) payload(id uint64) ([]byte, error) {
 	return t.get(payloadKey(id))
+}
+
+// payloadOf returns the payload of job j, which the state holds with its
+// payload spilled. A finished job's spilled payload moves into its record
+// in the same batch (putFinished), so a snapshot that still holds the job
+// finds it there.
+func (t *table) payloadOf(j *state.Job) ([]byte, error) {
+	p, err := t.payload(j.ID)
+	if err != nil || p != nil {
+		return p, err
+	}
+	if j.State.Finished() {
+		rec, err := t.get(recordKey(j.Part, j.ID))
+		if err != nil {
+			return nil, err
+		}
+		if rec != nil {
+			r, err := state.DecodeJob(rec)
+			if err != nil {
+				return nil, fmt.Errorf("embedded: the job table %s holds a bad record of job %d: %w; restore the directory from a backup", t.path, j.ID, err)
+			}
+			return r.Spec.Payload, nil
+		}
+	}
+	return nil, fmt.Errorf("embedded: the job table %s lost the payload of job %d; restore the directory from a backup", t.path, j.ID)
 }
 
 // tableQuery is what a page of finished jobs from the table is asked for.

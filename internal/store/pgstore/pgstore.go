@@ -520,7 +520,9 @@ func (s *Store) heartbeat() {
 
 // Expire implements store.Store: it deletes the finished jobs whose
 // retention (Options.Retention, by state and kind) ran out by now, which
-// releases their keys. The engine calls it periodically. A failed delete is
+// releases their keys. A job expires at the end of the bucket of width
+// ttl/16 its expiry time falls in (state.PartOf, the embedded store's
+// partitions), so that both stores keep and drop the same jobs. The engine calls it periodically. A failed delete is
 // logged, not returned: it is tried again at the next call, and a transient
 // database error must not stop the runner.
 func (s *Store) Expire(ctx context.Context, now int64) error {
@@ -541,7 +543,8 @@ func (s *Store) Expire(ctx context.Context, now int64) error {
 			(SELECT CASE j.state WHEN `+succeededCode+` THEN r.s WHEN `+cancelledCode+` THEN r.c ELSE r.f END
 				FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS r(kind, s, c, f) WHERE r.kind = j.kind),
 			CASE j.state WHEN `+succeededCode+` THEN $5::bigint WHEN `+cancelledCode+` THEN $6::bigint ELSE $7::bigint END) AS ttl) t
-		WHERE t.ttl > 0 AND j.finished_at <= $8::bigint - t.ttl)`,
+		WHERE t.ttl > 0 AND j.finished_at <= $8::bigint - t.ttl
+			AND ((j.finished_at + t.ttl) / GREATEST(t.ttl / 16, 1) + 1) * GREATEST(t.ttl / 16, 1) <= $8::bigint)`,
 		kinds, succ, canc, fail, r.SucceededMS, r.CancelledMS, r.FailedMS, now)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("pgstore: deleting finished jobs past retention failed; trying again at the next expiry", "err", err)

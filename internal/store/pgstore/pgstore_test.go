@@ -575,11 +575,14 @@ func TestExpire(t *testing.T) {
 		now  int64
 		gone []uint64
 	}{
+		// A job expires at the end of the ttl/16-wide bucket its expiry
+		// time falls in (state.PartOf).
 		{day - 1, nil},
-		{day, []uint64{1}},
-		{7 * day, []uint64{2}},
+		{day + day/16 - 1, nil},
+		{day + day/16, []uint64{1}},
 		{3*day - 1, nil}, // job 3 finished at day 2 and is kept a day
-		{3 * day, []uint64{3}},
+		{3*day + day/16, []uint64{3}},
+		{7*day + 7*day/16, []uint64{2}},
 		{100 * day, nil}, // job 4's kind keeps successes forever; job 5 is pending
 	} {
 		if err := s.Expire(ctx, tc.now); err != nil {

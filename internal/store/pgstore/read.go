@@ -115,7 +115,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 		arg("target = $?", f.Target)
 	}
 	if f.Search != "" {
-		arg("(strpos(id::text, $?) > 0 OR strpos(key, $?) > 0)", f.Search)
+		arg("(id::text = $? OR starts_with(key, $?))", f.Search)
 	}
 	order := "DESC"
 	if f.Oldest {

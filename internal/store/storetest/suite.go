@@ -757,11 +757,14 @@ func testList(t *testing.T, open Opener) {
 			}
 		}
 	}
-	// Search matches a substring of the decimal id too.
+	// Search matches the decimal id too, and a prefix of a key.
 	id := every[len(every)-1]
 	got := listAll(t, s, store.Filter{Search: uintString(id), Oldest: true}, 50)
-	if !slices.Contains(got, id) {
-		t.Errorf("searching for %d found %v", id, got)
+	if !slices.Equal(got, []uint64{id}) {
+		t.Errorf("searching for %d found %v, want that job only", id, got)
+	}
+	if got := listAll(t, s, store.Filter{Search: "order-", Oldest: true}, 2); !slices.Equal(got, []uint64{every[0], every[5], every[10], every[15], every[20]}) {
+		t.Errorf("searching for the key prefix order- found %v", got)
 	}
 }
 

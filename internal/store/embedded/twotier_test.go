@@ -1,0 +1,289 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/vfs"
+	"github.com/runlog/runlog/retry"
+)
+
+// answers is everything a store tells about its jobs: every page of every
+// filter in both orders, each job by id, the stats and the targets.
+type answers struct {
+	Lists   map[string][]jobView
+	ByID    map[uint64]jobView
+	Missing []uint64
+	Stats   store.Stats
+	Targets []store.TargetInfo
+}
+
+// answersDiff returns the first difference between a (live) and b, or "".
+func answersDiff(a, b answers) string {
+	for name, l := range a.Lists {
+		if !reflect.DeepEqual(l, b.Lists[name]) {
+			o := b.Lists[name]
+			for i := range min(len(l), len(o)) {
+				if !reflect.DeepEqual(l[i], o[i]) {
+					return fmt.Sprintf("List %s, entry %d:\nlive  %+v\nother %+v", name, i, l[i], o[i])
+				}
+			}
+			return fmt.Sprintf("List %s:\nlive  %s\nother %s", name, ids(l), ids(o))
+		}
+	}
+	for id, j := range a.ByID {
+		if !reflect.DeepEqual(j, b.ByID[id]) {
+			return fmt.Sprintf("Job(%d):\nlive  %+v\nother %+v", id, j, b.ByID[id])
+		}
+	}
+	if !slices.Equal(a.Missing, b.Missing) {
+		return fmt.Sprintf("missing: live %v, other %v", a.Missing, b.Missing)
+	}
+	if a.Stats != b.Stats {
+		return fmt.Sprintf("stats: live %+v, other %+v", a.Stats, b.Stats)
+	}
+	if !reflect.DeepEqual(a.Targets, b.Targets) {
+		return fmt.Sprintf("targets: live %+v, other %+v", a.Targets, b.Targets)
+	}
+	return ""
+}
+
+func ids(js []jobView) string {
+	var b strings.Builder
+	for _, j := range js {
+		fmt.Fprintf(&b, "%d:%v ", j.Job.ID, j.Job.State)
+	}
+	return b.String()
+}
+
+func tierFilters() map[string]store.Filter {
+	fs := map[string]store.Filter{"all": {}}
+	for _, st := range []string{"pending", "running", "succeeded", "failed", "cancelled"} {
+		fs["state="+st] = store.Filter{State: st}
+	}
+	for _, k := range []string{"k1", "k2"} {
+		fs["kind="+k] = store.Filter{Kind: k}
+	}
+	for _, t := range []string{"a", "b"} {
+		fs["target="+t] = store.Filter{Target: t}
+	}
+	fs["failed+k1"] = store.Filter{State: "failed", Kind: "k1"}
+	fs["key=x"] = store.Filter{Search: "x"}
+	return fs
+}
+
+func collect(t testing.TB, s *Store, maxID uint64) answers {
+	t.Helper()
+	ctx := context.Background()
+	a := answers{Lists: map[string][]jobView{}, ByID: map[uint64]jobView{}}
+	for name, f := range tierFilters() {
+		for _, oldest := range []bool{true, false} {
+			f := f
+			f.Oldest, f.Limit = oldest, 3
+			var all []jobView
+			for pages := 0; ; pages++ {
+				page, next, err := s.List(ctx, f)
+				if err != nil {
+					t.Fatalf("List %s: %v", name, err)
+				}
+				if len(page) == 0 && next != 0 {
+					t.Fatalf("List %s: an empty page with a cursor", name)
+				}
+				for _, j := range page {
+					all = append(all, view(j))
+				}
+				if next == 0 {
+					break
+				}
+				if len(page) < f.Limit {
+					t.Fatalf("List %s: a short page (%d) before the end", name, len(page))
+				}
+				f.After = next
+			}
+			key := name
+			if !oldest {
+				key += " newest"
+			}
+			a.Lists[key] = all
+		}
+	}
+	for id := uint64(1); id <= maxID; id++ {
+		j, err := s.Job(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			a.Missing = append(a.Missing, id)
+		case err != nil:
+			t.Fatalf("Job(%d): %v", id, err)
+		default:
+			a.ByID[id] = view(j)
+		}
+	}
+	for name, l := range a.Lists {
+		for _, j := range l {
+			if _, ok := a.ByID[j.Job.ID]; !ok {
+				t.Fatalf("List %s shows job %d, which Job does not find", name, j.Job.ID)
+			}
+		}
+	}
+	var err error
+	if a.Stats, err = s.Stats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.Targets, err = s.Targets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestTwoTiersReplayEqualsLive drives the two-tier store with random
+// enqueues (payloads over a tiny cache, so they spill), claims, outcomes,
+// cancels, retries by hand of evicted jobs, expiries, checkpoints, and
+// waits for the spiller; at a random point it clones the filesystems (the
+// journal's and the table's) as a crash would leave them. The clone, and
+// the live store closed and reopened, answer every List, Job and Stats
+// exactly as the live store did when the clone was taken (or closed).
+func TestTwoTiersReplayEqualsLive(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(rt *rapid.T) {
+		mem := vfs.NewMem()
+		now := int64(1_700_000_000_000)
+		ret := &state.Retention{SucceededMS: 3000, CancelledMS: 2000, FailedMS: 8000}
+		opts := func(fsys vfs.FS, now int64) Options {
+			return Options{
+				Journal:           journal.Options{FS: fsys, SegmentSize: 4 << 10, NoPreallocate: true},
+				SnapshotBytes:     rapid.SampledFrom([]int64{-1, 2 << 10, 8 << 10}).Draw(rt, "snapshotBytes"),
+				State:             state.Config{Circuit: testCircuit},
+				Retention:         ret,
+				PayloadCacheBytes: rapid.SampledFrom([]int64{-1, 16, 1 << 20}).Draw(rt, "cache"),
+				Now:               now,
+			}
+		}
+		s, err := Open("/data", opts(mem, now))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		ctx := context.Background()
+		var claimed []store.Claim
+		var maxID uint64
+		rnd := func() uint32 { return rapid.Uint32().Draw(rt, "r") }
+		finishAll := func() {
+			for _, c := range claimed {
+				if _, err := s.Finish(ctx, now, rnd, []store.Outcome{{ID: c.ID, Attempt: c.Attempt, Class: retry.Success, AfterMS: -1}}, store.Limits{}); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			claimed = nil
+		}
+		var crashed *vfs.Mem
+		var atCrash answers
+		crashAt := rapid.IntRange(0, 80).Draw(rt, "crashAt")
+		steps := rapid.IntRange(1, 80).Draw(rt, "steps")
+		for step := range steps {
+			if step == crashAt {
+				finishAll()
+				atCrash = collect(t, s, maxID)
+				crashed = mem.CrashClone(rand.New(rand.NewPCG(uint64(step), 7)))
+			}
+			now += rapid.Int64Range(0, 900).Draw(rt, "dt")
+			switch rapid.IntRange(0, 8).Draw(rt, "action") {
+			case 0, 1:
+				n := rapid.IntRange(1, 4).Draw(rt, "n")
+				jobs := make([]store.NewJob, n)
+				for i := range jobs {
+					jobs[i] = store.NewJob{Due: now + rapid.Int64Range(-100, 1000).Draw(rt, "due"), Spec: state.Spec{
+						Kind:    rapid.SampledFrom([]string{"k1", "k2"}).Draw(rt, "kind"),
+						Target:  rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "target"),
+						Payload: []byte(rapid.StringN(0, 40, -1).Draw(rt, "payload")),
+						Key:     rapid.SampledFrom([]string{"", "", "", "x", "y"}).Draw(rt, "key"),
+						Policy:  retry.Policy{Attempts: rapid.IntRange(1, 3).Draw(rt, "attempts"), BaseMS: 10, CapMS: 100},
+					}}
+				}
+				got, err := s.Enqueue(ctx, now, jobs)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				for _, e := range got {
+					maxID = max(maxID, e.ID)
+				}
+			case 2:
+				cs, err := s.Claim(ctx, now, store.Limits{Max: rapid.IntRange(1, 5).Draw(rt, "max")})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				claimed = append(claimed, cs...)
+			case 3:
+				if len(claimed) == 0 {
+					continue
+				}
+				i := rapid.IntRange(0, len(claimed)-1).Draw(rt, "which")
+				c := claimed[i]
+				claimed = append(claimed[:i], claimed[i+1:]...)
+				class := retry.Class(rapid.IntRange(int(retry.Success), int(retry.Unsafe)).Draw(rt, "class"))
+				out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: -1, Error: "e"}
+				more, err := s.Finish(ctx, now, rnd, []store.Outcome{out}, store.Limits{Max: rapid.IntRange(0, 2).Draw(rt, "reclaim")})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				claimed = append(claimed, more...)
+			case 4:
+				id := rapid.Uint64Range(1, maxID+1).Draw(rt, "cancel")
+				if _, err := s.Cancel(ctx, now, id, "c"); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrFinished) {
+					rt.Fatal(err)
+				}
+			case 5:
+				id := rapid.Uint64Range(1, maxID+1).Draw(rt, "retry")
+				if err := s.Retry(ctx, now, id); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrNotFailed) {
+					rt.Fatal(err)
+				}
+			case 6:
+				if err := s.Expire(ctx, now); err != nil {
+					rt.Fatal(err)
+				}
+			case 7:
+				if _, err := s.Snapshot(); err != nil {
+					rt.Fatal(err)
+				}
+			case 8:
+				if err := s.settle(); err != nil {
+					rt.Fatal(err)
+				}
+			}
+		}
+		finishAll()
+		live := collect(t, s, maxID)
+		if err := s.Close(); err != nil {
+			rt.Fatal(err)
+		}
+		s2, err := Open("/data", opts(mem, now))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		again := collect(t, s2, maxID)
+		s2.Close()
+		if d := answersDiff(live, again); d != "" {
+			rt.Fatalf("after close and reopen: %s", d)
+		}
+		if crashed == nil {
+			return
+		}
+		s3, err := Open("/data", opts(crashed, now))
+		if err != nil {
+			rt.Fatalf("open after a crash at step %d: %v", crashAt, err)
+		}
+		defer s3.Close()
+		if d := answersDiff(atCrash, collect(t, s3, uint64(len(atCrash.ByID)+len(atCrash.Missing)))); d != "" {
+			rt.Fatalf("after a crash at step %d: %s", crashAt, d)
+		}
+	})
+}
