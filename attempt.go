@@ -77,11 +77,12 @@ func (r *Runner) startAttempt(c store.Claim) {
 	go func() {
 		defer r.workers.Done()
 		began := time.Now()
-		err := runHandler(ctx, h, c)
+		err := r.runHandler(ctx, h, c)
 		cause := context.Cause(ctx)
 		cancelTimeout()
 		cancel(nil)
-		out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Output: ac.output()}
+		e := ended{Outcome: store.Outcome{ID: c.ID, Attempt: c.Attempt, Output: ac.output()}, kind: c.Kind, target: c.Target}
+		out := &e.Outcome
 		out.Class, out.AfterMS, out.Error = classify(err)
 		report := true
 		if err != nil && ctx.Err() != nil {
@@ -93,6 +94,7 @@ func (r *Runner) startAttempt(c store.Claim) {
 				// Not the target's fault: the job was cancelled.
 				out.Class, out.AfterMS = retry.Permanent, -1
 				out.Error = "cancelled while running: " + out.Error
+				e.cancelled = true
 			case errors.Is(cause, errShutdown):
 				// Not recorded: the next Open requeues the attempt.
 				report = false
@@ -119,19 +121,22 @@ func (r *Runner) startAttempt(c store.Claim) {
 		}
 		// The slot goes with the outcome: the finisher reuses it for the next
 		// due job in the same durable write as the outcome.
-		r.outcomes <- out // never blocks: capacity Concurrency >= attempts in flight
+		r.outcomes <- e // never blocks: capacity Concurrency >= attempts in flight
 	}()
 }
 
 // runHandler calls the handler, turning a panic into a retryable failure with
-// the stack in the reason.
-func runHandler(ctx context.Context, h Handler, c store.Claim) (err error) {
+// the stack in the reason, and logging it.
+func (r *Runner) runHandler(ctx context.Context, h Handler, c store.Claim) (err error) {
 	if h == nil {
 		return Permanent(fmt.Errorf("no handler is registered for kind %q; register one in Config.Handlers and retry the job", c.Kind))
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+			stack := debug.Stack()
+			err = fmt.Errorf("panic: %v\n%s", p, stack)
+			r.log.Error("runlog: handler panicked; the attempt counts as a retryable failure", "id", c.ID, "kind", c.Kind, "target", c.Target,
+				"attempt", c.Attempt, "panic", fmt.Sprint(p), "stack", string(stack))
 		}
 	}()
 	return h.run(ctx, c.Payload)

@@ -23,6 +23,13 @@ func (r *Runner) Cancel(ctx context.Context, id uint64, reason string) error {
 	if running {
 		r.cancelAttempt(id)
 	}
+	if obs := r.jobObserver(); obs != nil {
+		ev := JobEvent{ID: id, State: StateCancelled, Reason: reason}
+		if j, err := r.st.Job(ctx, id); err == nil {
+			ev.Kind, ev.Target, ev.Attempts = j.Spec.Kind, j.Spec.Target, int(j.Started)
+		}
+		obs.JobFinished(ev)
+	}
 	return nil
 }
 

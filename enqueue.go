@@ -131,6 +131,9 @@ func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueR
 	for i, e := range res {
 		out[i] = EnqueueResult{ID: e.ID, Existing: e.Existing}
 	}
+	if obs := r.jobObserver(); obs != nil {
+		r.reportEnqueued(obs, jobs, res)
+	}
 	due := int64(math.MaxInt64)
 	for _, j := range jobs {
 		due = min(due, j.Due)
@@ -197,4 +200,25 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 			TimeoutMS: req.Timeout.Milliseconds(),
 		},
 	}, nil
+}
+
+// reportEnqueued tells obs of the jobs an enqueue added, by kind (one call
+// per run of the same kind: a batch is usually of one).
+func (r *Runner) reportEnqueued(obs JobObserver, jobs []store.NewJob, res []store.Enqueued) {
+	kind, n := "", 0
+	for i, e := range res {
+		if e.Existing {
+			continue
+		}
+		if k := jobs[i].Spec.Kind; k != kind {
+			if n > 0 {
+				obs.JobsEnqueued(kind, n)
+			}
+			kind, n = k, 0
+		}
+		n++
+	}
+	if n > 0 {
+		obs.JobsEnqueued(kind, n)
+	}
 }

@@ -15,7 +15,7 @@ const maxFinishBatch = 1024
 // sync, the outcomes that end meanwhile gather for the next.
 func (r *Runner) finisher() {
 	defer r.finishersDone.Done()
-	batch := make([]store.Outcome, 0, 64)
+	batch := make([]ended, 0, 64)
 	for {
 		select {
 		case o := <-r.outcomes:
@@ -46,7 +46,7 @@ var gatherWindow = 200 * time.Microsecond
 
 // gather adds to batch the outcomes that arrive within the gather window
 // (only while other attempts run, which may end in it).
-func (r *Runner) gather(batch *[]store.Outcome) {
+func (r *Runner) gather(batch *[]ended) {
 	deadline := time.Now().Add(gatherWindow)
 	for len(*batch) < maxFinishBatch {
 		select {
@@ -67,9 +67,13 @@ func (r *Runner) gather(batch *[]store.Outcome) {
 
 // settle records a batch of outcomes and, in the same durable write, starts
 // due jobs on the slots those attempts held (none once the runner stops).
-func (r *Runner) settle(batch []store.Outcome) {
+func (r *Runner) settle(batch []ended) {
 	if len(batch) == 0 {
 		return
+	}
+	outs := make([]store.Outcome, len(batch))
+	for i := range batch {
+		outs[i] = batch[i].Outcome
 	}
 	lim := store.Limits{Max: len(batch), PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning}
 	select {
@@ -80,7 +84,7 @@ func (r *Runner) settle(batch []store.Outcome) {
 	var claims []store.Claim
 	for {
 		var err error
-		claims, err = r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, batch, lim)
+		claims, err = r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, outs, lim)
 		if err == nil {
 			r.answered()
 			break
@@ -114,6 +118,7 @@ func (r *Runner) settle(batch []store.Outcome) {
 		r.startAttempt(c)
 	}
 	r.signal() // slots may be free, and a retry may be due soon
+	r.finished(batch)
 }
 
 // transient reports whether err, from a store call, leaves the store

@@ -217,22 +217,25 @@ func (r *Runner) Stats(ctx context.Context) (Stats, error) {
 	if s.HasDue {
 		out.OldestDue = msTime(s.OldestDue)
 	}
+	now, circuit := r.nowMS(), r.cfg.Breaker.circuit()
 	for _, t := range targets {
-		out.Targets = append(out.Targets, targetStats(t))
+		out.Targets = append(out.Targets, targetStats(t, circuit, now))
 	}
 	return out, nil
 }
 
-// targetStats converts a store's target.
-func targetStats(t store.TargetInfo) TargetStats {
-	ts := TargetStats{Target: t.Target, State: t.Breaker.State.String(), Pending: t.Pending, Running: t.Running}
-	switch t.Breaker.State {
+// targetStats converts a store's target, its breaker as it stands at now
+// (retry.Breaker.At: an open breaker past its cooldown is half-open).
+func targetStats(t store.TargetInfo, c retry.Circuit, now int64) TargetStats {
+	b := t.Breaker.At(c, now)
+	ts := TargetStats{Target: t.Target, State: b.State.String(), Pending: t.Pending, Running: t.Running}
+	switch b.State {
 	case retry.Open:
-		ts.OpenUntil = msTime(t.Breaker.Until)
+		ts.OpenUntil = msTime(b.Until)
 	case retry.HalfOpen:
-		ts.ProbesInFlight = t.Breaker.Busy
+		ts.ProbesInFlight = b.Busy
 	case retry.Closed:
-		ts.RecentFailures = len(t.Breaker.Fails)
+		ts.RecentFailures = len(b.Fails)
 	}
 	return ts
 }

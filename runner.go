@@ -34,9 +34,9 @@ type Runner struct {
 
 	dispatcherDone chan struct{}
 	janitorDone    chan struct{}
-	claims         sync.WaitGroup     // claims in flight
-	outcomes       chan store.Outcome // capacity Concurrency: a send never blocks
-	finishStop     chan struct{}      // closed by Close once no attempt can end anymore
+	claims         sync.WaitGroup // claims in flight
+	outcomes       chan ended     // capacity Concurrency: a send never blocks
+	finishStop     chan struct{}  // closed by Close once no attempt can end anymore
 	finishersDone  sync.WaitGroup
 	workers        sync.WaitGroup
 
@@ -56,6 +56,9 @@ type Runner struct {
 	// storeErrors counts the store's transient failures in a row (see
 	// troubled); 0 while it answers.
 	storeErrors atomic.Int32
+	// breakersDirty: attempts ended since the breaker watch last looked.
+	breakersDirty atomic.Bool
+	watchDone     chan struct{} // closed when breakerWatch returns
 }
 
 // flight is one attempt in progress.
@@ -100,6 +103,13 @@ func openFS(dir string, cfg Config, fsys vfs.FS) (*Runner, error) {
 			obs.JournalSynced(SyncEvent{Records: si.Records, Bytes: si.Bytes, Duration: si.Duration})
 		}
 	}
+	var replayed journal.ReplayInfo
+	jopts.OnReplay = func(ri journal.ReplayInfo) {
+		replayed.Records += ri.Records
+		replayed.Bytes += ri.Bytes
+	}
+	began := time.Now()
+	cfg.Logger.Info("runlog: opening the journal: loading the newest snapshot and replaying the records after it", "dir", dir)
 	st, err := embedded.Open(dir, embedded.Options{
 		Journal:       jopts,
 		State:         state.Config{Circuit: cfg.Breaker.circuit()},
@@ -111,6 +121,13 @@ func openFS(dir string, cfg Config, fsys vfs.FS) (*Runner, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("runlog: open %s: %w", dir, err)
+	}
+	if cfg.Logger.Enabled(context.Background(), slog.LevelInfo) {
+		attrs := []any{"dir", dir, "records", replayed.Records, "bytes", replayed.Bytes, "took", time.Since(began).Round(time.Millisecond)}
+		if s, err := st.Stats(context.Background()); err == nil {
+			attrs = append(attrs, "jobs", s.Counts.Total(), "pending", s.Counts.Pending)
+		}
+		cfg.Logger.Info("runlog: journal open", attrs...)
 	}
 	return start(st, cfg), nil
 }
@@ -125,7 +142,8 @@ func start(st store.Store, cfg Config) *Runner {
 		stop:           make(chan struct{}),
 		dispatcherDone: make(chan struct{}),
 		janitorDone:    make(chan struct{}),
-		outcomes:       make(chan store.Outcome, cfg.Concurrency),
+		outcomes:       make(chan ended, cfg.Concurrency),
+		watchDone:      make(chan struct{}),
 		finishStop:     make(chan struct{}),
 		running:        make(map[uint64]*flight),
 		perTarget:      make(map[string]int),
@@ -147,6 +165,7 @@ func start(st store.Store, cfg Config) *Runner {
 	r.wakeAt.Store(math.MaxInt64)
 	go r.dispatch()
 	go r.janitor()
+	go r.breakerWatch(r.watchDone)
 	return r
 }
 
@@ -245,6 +264,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	r.stopDispatch()
 	<-r.dispatcherDone
 	<-r.janitorDone
+	<-r.watchDone
 
 	done := make(chan struct{})
 	go func() { r.workers.Wait(); close(done) }()

@@ -189,6 +189,28 @@ func (b Breaker) NextAdmit(c Circuit, now int64) int64 {
 	return addSat(now, c.CooldownMS)
 }
 
+// At returns the breaker as it stands at now, for display: an open breaker
+// whose Until has passed is half-open with no probe busy (the next Admit
+// half-opens it), and a closed one keeps only the failures still inside the
+// window. The breaker that decides is still b: At changes nothing.
+func (b Breaker) At(c Circuit, now int64) Breaker {
+	switch b.State {
+	case Open:
+		if now >= b.Until {
+			return Breaker{State: HalfOpen}
+		}
+	case Closed:
+		kept := 0
+		for kept < len(b.Fails) && now < addSat(b.Fails[kept], c.WindowMS) {
+			kept++
+		}
+		if kept < len(b.Fails) {
+			b.Fails = b.Fails[:kept:kept]
+		}
+	}
+	return b
+}
+
 // IsZero reports whether b is the zero Breaker: closed with no failures.
 // A map of breakers need not keep those.
 func (b Breaker) IsZero() bool {

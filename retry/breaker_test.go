@@ -231,3 +231,26 @@ func TestReleaseFreesOnlyAHalfOpenProbe(t *testing.T) {
 		t.Fatalf("release changed an open breaker: %+v", got)
 	}
 }
+
+func TestBreakerAt(t *testing.T) {
+	t.Parallel()
+	c := Circuit{Threshold: 3, WindowMS: 1000, CooldownMS: 500, Probes: 1}
+	open := Breaker{State: Open, Until: 2000}
+	if got := open.At(c, 1999); got.State != Open || got.Until != 2000 {
+		t.Errorf("open before Until: %+v", got)
+	}
+	if got := open.At(c, 2000); got.State != HalfOpen || got.Busy != 0 {
+		t.Errorf("open at Until: %+v; want half-open, no probe busy", got)
+	}
+	closed := Breaker{Fails: []int64{1500, 900, 200}}
+	if got := closed.At(c, 1850); len(got.Fails) != 2 || got.Fails[0] != 1500 || got.Fails[1] != 900 {
+		t.Errorf("closed at 1850: %+v; want the 2 failures inside the window", got)
+	}
+	if len(closed.Fails) != 3 {
+		t.Errorf("At changed its receiver: %+v", closed)
+	}
+	half := Breaker{State: HalfOpen, Busy: 1}
+	if got := half.At(c, 1e9); got.State != HalfOpen || got.Busy != 1 {
+		t.Errorf("half-open: %+v", got)
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,49 +22,94 @@ const DefaultServer = "http://127.0.0.1:7070"
 type clientFlags struct {
 	server, token string
 	timeout       time.Duration
+	out           format
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.server, "server", DefaultServer, "the runlog server's `URL`")
 	fs.StringVar(&c.token, "token", "", "bearer `token` of the server (prefer RUNLOG_TOKEN)")
 	fs.DurationVar(&c.timeout, "request-timeout", 30*time.Second, "how long to wait for the server")
+	registerOutput(fs, &c.out)
 }
 
 func (c *clientFlags) client() *server.Client {
 	return &server.Client{BaseURL: c.server, Token: c.token, HTTP: &http.Client{Timeout: c.timeout}}
 }
 
+// argSpec says which positional arguments a command takes: the names of the
+// required ones, and whether more of the last may follow.
+type argSpec struct {
+	names    []string
+	variadic bool // the last name may repeat (ID...); with optional, zero are fine too
+	optional bool
+}
+
+// check returns a usage error that says what is missing or extra.
+func (a argSpec) check(pos []string) error {
+	switch {
+	case len(pos) < len(a.names) && !(a.optional && len(pos) == 0):
+		return usageError{fmt.Errorf("missing %s", strings.Join(a.names[len(pos):], " "))}
+	case len(pos) > len(a.names) && !a.variadic:
+		if len(a.names) == 0 {
+			return usageError{fmt.Errorf("unexpected argument %q: this command takes flags only", pos[len(a.names)])}
+		}
+		return usageError{fmt.Errorf("unexpected argument %q after %s", pos[len(a.names)], strings.Join(a.names, " "))}
+	}
+	return nil
+}
+
+// call is what a client command's body gets.
+type call struct {
+	ctx            context.Context
+	c              *server.Client
+	flags          *clientFlags
+	pos            []string
+	stdout, stderr io.Writer
+}
+
 // clientCommand parses a client command's flags and positional arguments
-// (exactly npos of them) and runs fn with a client.
-func clientCommand(name, synopsis string, npos int, args []string, stdout, stderr io.Writer,
-	extra func(fs *flag.FlagSet), fn func(ctx context.Context, c *server.Client, pos []string) error) int {
+// and runs fn with a client. A usage problem is reported with its reason
+// and the usage (exit 64); any other error with one "runlog NAME:" prefix
+// and, when the server cannot be reached or refuses the token, what to do
+// (exit 1).
+func clientCommand(name, synopsis string, a argSpec, argv []string, stdout, stderr io.Writer,
+	extra func(fs *flag.FlagSet), fn func(c call) error) int {
 	var cf clientFlags
 	fs := newFlagSet(name, synopsis, stderr)
 	cf.register(fs)
 	if extra != nil {
 		extra(fs)
 	}
-	pos, code, ok := parseOrExit(fs, args, stderr)
+	pos, code, ok := parseOrExit(fs, argv, stderr)
 	if !ok {
 		return code
 	}
-	if len(pos) != npos {
-		fs.Usage()
-		return exitUsage
+	err := a.check(pos)
+	if err == nil {
+		err = checkServerURL(cf.server)
 	}
-	if err := fn(context.Background(), cf.client(), pos); err != nil {
-		fmt.Fprintf(stderr, "runlog %s: %v\n", name, err)
-		var usage usageError
-		if errors.As(err, &usage) {
-			return exitUsage
-		}
-		return exitFailure
+	if err == nil {
+		err = fn(call{ctx: context.Background(), c: cf.client(), flags: &cf, pos: pos, stdout: stdout, stderr: stderr})
 	}
-	return exitOK
+	if err == nil {
+		return exitOK
+	}
+	var usage usageError
+	if errors.As(err, &usage) {
+		return usageFail(fs, name, err, stderr)
+	}
+	var code2 exitCode
+	if errors.As(err, &code2) {
+		return int(code2)
+	}
+	fmt.Fprintf(stderr, "runlog %s: %s\n", name, explain(err, &cf))
+	return exitFailure
 }
 
-// usageError is a bad argument found after flag parsing.
-type usageError struct{ error }
+// exitCode is an error already reported: the command exits with it.
+type exitCode int
+
+func (e exitCode) Error() string { return "exit status " + strconv.Itoa(int(e)) }
 
 func parseID(s string) (uint64, error) {
 	id, err := strconv.ParseUint(s, 10, 64)
@@ -75,17 +119,10 @@ func parseID(s string) (uint64, error) {
 	return id, nil
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
-func runEnqueue(args []string, stdout, stderr io.Writer) int {
+func runEnqueue(argv []string, stdout, stderr io.Writer) int {
 	var (
 		req                 server.JobRequest
-		headers, argv       listFlag
+		headers, argList    listFlag
 		runIn               time.Duration
 		retryAttempts       int
 		retryBase, retryCap string
@@ -98,7 +135,7 @@ func runEnqueue(args []string, stdout, stderr io.Writer) int {
 		fs.Var(&headers, "header", "http: a request header as `Name: value` (repeatable)")
 		fs.StringVar(&req.Body, "body", "", "http: request body")
 		fs.StringVar(&req.Command, "command", "", "exec: a command name the server registered")
-		fs.Var(&argv, "arg", "exec: an argument (repeatable)")
+		fs.Var(&argList, "arg", "exec: an argument (repeatable)")
 		fs.StringVar(&req.Stdin, "stdin", "", "exec: standard input")
 		fs.StringVar(&req.Key, "key", "", "idempotency key")
 		fs.StringVar(&req.RunAt, "run-at", "", "due time, RFC 3339")
@@ -110,7 +147,7 @@ func runEnqueue(args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&retryCap, "retry-cap", "", "longest backoff, e.g. 30s")
 		fs.StringVar(&retryDeadline, "retry-deadline", "", "deadline from the first due time, e.g. 10m")
 	}
-	return clientCommand("enqueue", "[flags]", 0, args, stdout, stderr, extra, func(ctx context.Context, c *server.Client, _ []string) error {
+	return clientCommand("enqueue", "[flags]", argSpec{}, argv, stdout, stderr, extra, func(c call) error {
 		for _, h := range headers {
 			name, value, ok := strings.Cut(h, ":")
 			if !ok {
@@ -121,7 +158,7 @@ func runEnqueue(args []string, stdout, stderr io.Writer) int {
 			}
 			req.Headers[strings.TrimSpace(name)] = strings.TrimSpace(value)
 		}
-		req.Args = argv
+		req.Args = argList
 		if runIn != 0 {
 			if req.RunAt != "" {
 				return usageError{errors.New("give --run-at or --run-in, not both")}
@@ -131,42 +168,78 @@ func runEnqueue(args []string, stdout, stderr io.Writer) int {
 		if retryAttempts != 0 || retryBase != "" || retryCap != "" || retryDeadline != "" {
 			req.Retry = &server.RetryRequest{Attempts: retryAttempts, Base: retryBase, Cap: retryCap, Deadline: retryDeadline}
 		}
-		created, err := c.Enqueue(ctx, req)
+		created, err := c.c.Enqueue(c.ctx, req)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, created.ID)
+		if c.flags.out == formatJSON {
+			return printJSON(c.stdout, created)
+		}
+		fmt.Fprintln(c.stdout, created.ID)
 		if created.Existing {
-			fmt.Fprintf(stderr, "runlog enqueue: key %q already held by job %d; nothing was added\n", req.Key, created.ID)
+			fmt.Fprintf(c.stderr, "runlog enqueue: key %q already held by job %d; nothing was added\n", req.Key, created.ID)
 		}
 		return nil
 	})
 }
 
-func runJobs(args []string, stdout, stderr io.Writer) int {
-	var (
-		q      server.ListQuery
-		asJSON bool
-	)
-	extra := func(fs *flag.FlagSet) {
-		fs.StringVar(&q.State, "state", "", "only jobs in this state: pending, running, succeeded, failed, cancelled")
-		fs.StringVar(&q.Kind, "kind", "", "only jobs of this kind")
-		fs.StringVar(&q.Target, "target", "", "only jobs of this target")
-		fs.StringVar(&q.Q, "q", "", "only jobs whose id or key contains this")
-		fs.StringVar(&q.After, "after", "", "the cursor printed after the previous page")
-		fs.IntVar(&q.Limit, "limit", 50, "jobs per page (at most 1000)")
-		fs.StringVar(&q.Order, "order", "", "newest (default) or oldest first")
-		fs.BoolVar(&asJSON, "json", false, "print the API's JSON")
+// defaultLimit is the page size of runlog jobs.
+const defaultLimit = 50
+
+// filterFlags are the job filters of jobs, retry and cancel.
+type filterFlags struct {
+	q server.ListQuery
+}
+
+func (f *filterFlags) register(fs *flag.FlagSet, states string) {
+	fs.StringVar(&f.q.State, "state", "", "only jobs in this state: "+states)
+	fs.StringVar(&f.q.Kind, "kind", "", "only jobs of this kind")
+	fs.StringVar(&f.q.Target, "target", "", "only jobs of this target")
+	fs.StringVar(&f.q.Q, "q", "", "only jobs whose id or key contains this")
+}
+
+// set reports whether any filter is given.
+func (f *filterFlags) set() bool {
+	return f.q.State != "" || f.q.Kind != "" || f.q.Target != "" || f.q.Q != ""
+}
+
+// args are the filters as command-line flags, for a hint to copy.
+func (f *filterFlags) args() []string {
+	var out []string
+	for _, kv := range [][2]string{{"state", f.q.State}, {"kind", f.q.Kind}, {"target", f.q.Target}, {"q", f.q.Q}} {
+		if kv[1] != "" {
+			out = append(out, "--"+kv[0], shellQuote(kv[1]))
+		}
 	}
-	return clientCommand("jobs", "[flags]", 0, args, stdout, stderr, extra, func(ctx context.Context, c *server.Client, _ []string) error {
-		list, err := c.List(ctx, q)
+	return out
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe
+// characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@,+%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func runJobs(argv []string, stdout, stderr io.Writer) int {
+	var f filterFlags
+	extra := func(fs *flag.FlagSet) {
+		f.register(fs, "pending, running, succeeded, failed, cancelled")
+		fs.StringVar(&f.q.After, "after", "", "the cursor printed after the previous page")
+		fs.IntVar(&f.q.Limit, "limit", defaultLimit, "jobs per page (at most 1000)")
+		fs.StringVar(&f.q.Order, "order", "", "newest (default) or oldest first")
+	}
+	return clientCommand("jobs", "[flags]", argSpec{}, argv, stdout, stderr, extra, func(c call) error {
+		list, err := c.c.List(c.ctx, f.q)
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			return printJSON(stdout, list)
+		if c.flags.out == formatJSON {
+			return printJSON(c.stdout, list)
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATE\tKIND\tATTEMPTS\tTARGET\tKEY\tLAST ERROR")
 		for _, j := range list.Jobs {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.State, j.Kind, j.Attempts, j.MaxAttempts, j.Target, j.Key, oneLine(j.LastError, 60))
@@ -175,97 +248,133 @@ func runJobs(args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		if list.Next != "" {
-			fmt.Fprintf(stdout, "more: runlog jobs --after %s\n", list.Next)
+			fmt.Fprintf(c.stdout, "more: %s\n", nextPage(c.flags, &f, list.Next))
+		} else if len(list.Jobs) == 0 {
+			fmt.Fprintln(c.stderr, "no jobs match")
 		}
 		return nil
 	})
 }
 
-// oneLine shortens s to one line of at most n runes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+// nextPage is the command that prints the page after cursor next: the same
+// filters, page size, order and server.
+func nextPage(cf *clientFlags, f *filterFlags, next string) string {
+	parts := append([]string{"runlog", "jobs"}, f.args()...)
+	if f.q.Limit != defaultLimit {
+		parts = append(parts, "--limit", strconv.Itoa(f.q.Limit))
 	}
-	return s
+	if f.q.Order != "" {
+		parts = append(parts, "--order", shellQuote(f.q.Order))
+	}
+	if cf.server != DefaultServer {
+		parts = append(parts, "--server", shellQuote(cf.server))
+	}
+	return strings.Join(append(parts, "--after", next), " ")
 }
 
-func runJob(args []string, stdout, stderr io.Writer) int {
-	return clientCommand("job", "[flags] ID", 1, args, stdout, stderr, nil, func(ctx context.Context, c *server.Client, pos []string) error {
-		id, err := parseID(pos[0])
+func runJob(argv []string, stdout, stderr io.Writer) int {
+	return clientCommand("job", "[flags] ID", argSpec{names: []string{"ID"}}, argv, stdout, stderr, nil, func(c call) error {
+		id, err := parseID(c.pos[0])
 		if err != nil {
 			return err
 		}
-		j, err := c.Job(ctx, id)
+		j, err := c.c.Job(c.ctx, id)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, j)
+		if c.flags.out == formatJSON {
+			return printJSON(c.stdout, j)
+		}
+		return printJob(c.stdout, j)
 	})
 }
 
-func runCancel(args []string, stdout, stderr io.Writer) int {
-	var reason string
-	extra := func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "why (kept with the job)") }
-	return clientCommand("cancel", "[--reason R] ID", 1, args, stdout, stderr, extra, func(ctx context.Context, c *server.Client, pos []string) error {
-		id, err := parseID(pos[0])
-		if err != nil {
-			return err
+// printJob prints a job as "field: value" lines and its attempts as a table.
+func printJob(w io.Writer, j server.Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
 		}
-		j, err := c.Cancel(ctx, id, reason)
-		if err != nil {
-			return err
+	}
+	row("id", strconv.FormatUint(j.ID, 10))
+	row("state", string(j.State))
+	row("kind", j.Kind)
+	row("target", j.Target)
+	row("key", j.Key)
+	row("attempts", fmt.Sprintf("%d of %d", j.Attempts, j.MaxAttempts))
+	row("enqueued", formatTime(j.EnqueuedAt))
+	if !j.DueAt.IsZero() {
+		row("due", formatTime(j.DueAt))
+	}
+	if !j.FinishedAt.IsZero() {
+		row("finished", formatTime(j.FinishedAt))
+	}
+	row("timeout", j.Timeout)
+	if r := j.Retry; r != nil {
+		s := fmt.Sprintf("%d attempts, backoff %s up to %s", r.Attempts, r.Base, r.Cap)
+		if r.Deadline != "" {
+			s += ", deadline " + r.Deadline
 		}
-		fmt.Fprintf(stdout, "job %d %s\n", j.ID, j.State)
+		row("retry", s)
+	}
+	row("reason", oneLine(j.Reason, 200))
+	row("last error", oneLine(j.LastError, 200))
+	row("payload", oneLine(string(j.Payload), 200))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(j.History) == 0 {
 		return nil
-	})
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ATTEMPT\tSTARTED\tENDED\tOUTCOME\tERROR")
+	for _, a := range j.History {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", a.N, formatTime(a.StartedAt), formatTime(a.EndedAt), a.Outcome, oneLine(a.Error, 80))
+	}
+	return tw.Flush()
 }
 
-func runRetry(args []string, stdout, stderr io.Writer) int {
-	return clientCommand("retry", "[flags] ID", 1, args, stdout, stderr, nil, func(ctx context.Context, c *server.Client, pos []string) error {
-		id, err := parseID(pos[0])
+func runTargets(argv []string, stdout, stderr io.Writer) int {
+	return clientCommand("targets", "[flags]", argSpec{}, argv, stdout, stderr, nil, func(c call) error {
+		list, err := c.c.Targets(c.ctx)
 		if err != nil {
 			return err
 		}
-		j, err := c.Retry(ctx, id)
-		if err != nil {
-			return err
+		if c.flags.out == formatJSON {
+			return printJSON(c.stdout, list)
 		}
-		fmt.Fprintf(stdout, "job %d %s\n", j.ID, j.State)
-		return nil
-	})
-}
-
-func runTargets(args []string, stdout, stderr io.Writer) int {
-	var asJSON bool
-	extra := func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print the API's JSON") }
-	return clientCommand("targets", "[flags]", 0, args, stdout, stderr, extra, func(ctx context.Context, c *server.Client, _ []string) error {
-		list, err := c.Targets(ctx)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return printJSON(stdout, list)
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TARGET\tBREAKER\tOPEN UNTIL\tRECENT FAILURES\tPROBES\tPENDING\tRUNNING")
 		for _, t := range list.Targets {
-			until := "-"
-			if !t.OpenUntil.IsZero() {
-				until = t.OpenUntil.Format(time.RFC3339)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", t.Target, t.State, until, t.RecentFailures, t.ProbesInFlight, t.Pending, t.Running)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", t.Target, t.State, formatTime(t.OpenUntil), t.RecentFailures, t.ProbesInFlight, t.Pending, t.Running)
 		}
 		return tw.Flush()
 	})
 }
 
-func runStats(args []string, stdout, stderr io.Writer) int {
-	return clientCommand("stats", "[flags]", 0, args, stdout, stderr, nil, func(ctx context.Context, c *server.Client, _ []string) error {
-		s, err := c.Stats(ctx)
+func runStats(argv []string, stdout, stderr io.Writer) int {
+	return clientCommand("stats", "[flags]", argSpec{}, argv, stdout, stderr, nil, func(c call) error {
+		s, err := c.c.Stats(c.ctx)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, s)
+		if c.flags.out == formatJSON {
+			return printJSON(c.stdout, s)
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		for _, kv := range []struct {
+			k string
+			v any
+		}{
+			{"pending", s.Pending}, {"running", s.Running}, {"succeeded", s.Succeeded}, {"failed", s.Failed},
+			{"cancelled", s.Cancelled}, {"pool size", s.PoolSize}, {"in flight", s.InFlight},
+			{"oldest due", formatTime(s.OldestDue)}, {"queue lag", (time.Duration(s.QueueLagSeconds * float64(time.Second))).Round(time.Millisecond)},
+			{"targets", s.Targets},
+		} {
+			fmt.Fprintf(tw, "%s:\t%v\n", kv.k, kv.v)
+		}
+		return tw.Flush()
 	})
 }

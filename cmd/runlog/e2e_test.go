@@ -126,7 +126,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 
 	// The client subcommands.
-	code, out, errOut = runCLI(t, env, "job", strconv.FormatUint(cliID, 10))
+	code, out, errOut = runCLI(t, env, "job", strconv.FormatUint(cliID, 10), "-o", "json")
 	var j server.Job
 	if code != 0 || json.Unmarshal([]byte(out), &j) != nil || j.ID != cliID || j.State != "succeeded" || len(j.History) != 1 {
 		t.Errorf("runlog job: exit %d, %q %s", code, out, errOut)
@@ -135,7 +135,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if code != 0 || strings.Count(out, " failed ") != 40 {
 		t.Errorf("runlog jobs --state failed: exit %d, %d failed rows\n%s", code, strings.Count(out, " failed "), out)
 	}
-	code, out, _ = runCLI(t, env, "stats")
+	code, out, _ = runCLI(t, env, "stats", "-o", "json")
 	var st server.Stats
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Succeeded != 41 || st.Failed != 40 {
 		t.Errorf("runlog stats: exit %d, %q", code, out)

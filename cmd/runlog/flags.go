@@ -98,6 +98,12 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	// -o and --json are short names of --output: only RUNLOG_OUTPUT is read,
+	// and not when one of them is on the command line.
+	if given["o"] || given["json"] {
+		given["output"] = true
+	}
+	given["o"], given["json"] = true, true
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		if _, local := f.Value.(*localString); local || given[f.Name] {

@@ -19,10 +19,13 @@ import (
 
 func runJournal(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: runlog journal verify DIR | dump DIR | state DIR [--at SEQ] | snapshot DIR")
+		fmt.Fprintf(stderr, "runlog journal: missing the command\n\n%s", journalUsage)
 		return exitUsage
 	}
 	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, journalUsage)
+		return exitOK
 	case "verify":
 		return runJournalVerify(args[1:], stdout, stderr)
 	case "dump":
@@ -37,10 +40,22 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runlog journal: \"compact\" is the old name of \"snapshot\"; it runs runlog journal snapshot DIR")
 		return runJournalSnapshot(args[1:], stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "runlog journal: unknown command %q; use verify, dump, state or snapshot\n", args[0])
+		fmt.Fprintf(stderr, "runlog journal: unknown command %q\n\n%s", args[0], journalUsage)
 		return exitUsage
 	}
 }
+
+// journalUsage is the usage of runlog journal.
+const journalUsage = `Usage: runlog journal COMMAND DIR [flags]
+
+Commands (DIR is a data directory, the --data of runlog serve):
+  verify DIR            check it as opening it would, changing nothing (exit 0 ok, 2 torn tail, 3 corrupt)
+  dump DIR              print its snapshots and one line per journal record
+  state DIR [--at SEQ]  rebuild and print the state right after record SEQ (default: the last)
+  snapshot DIR          write a snapshot and drop the segments it covers (the server must be stopped)
+
+Run 'runlog journal COMMAND -h' for a command's flags.
+`
 
 // journalDir parses the single DIR argument of a journal command.
 func journalDir(name string, args []string, stderr io.Writer) (string, int, bool) {
@@ -49,9 +64,8 @@ func journalDir(name string, args []string, stderr io.Writer) (string, int, bool
 	if !ok {
 		return "", code, false
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return "", exitUsage, false
+	if err := (argSpec{names: []string{"DIR"}}).check(pos); err != nil {
+		return "", usageFail(fs, "journal "+name, err, stderr), false
 	}
 	return pos[0], exitOK, true
 }

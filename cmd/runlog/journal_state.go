@@ -49,14 +49,13 @@ func dumpSnapshots(w io.Writer, dir string) {
 // the journal, read-only, and prints it: counts, breakers, one line per job.
 func runJournalState(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("journal state", "DIR [--at SEQ]", stderr)
-	at := fs.Uint64("at", 0, "the record position (sequence number, as `runlog journal dump` shows) to rebuild the state at; 0 means the last record")
+	at := fs.Uint64("at", 0, "rebuild the state right after the record of this `SEQ`uence number (as runlog journal dump shows it); 0 means the last record")
 	pos, code, ok := parseOrExit(fs, args, stderr)
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
+	if err := (argSpec{names: []string{"DIR"}}).check(pos); err != nil {
+		return usageFail(fs, "journal state", err, stderr)
 	}
 	// Breakers are rebuilt with the default breaker settings: the journal
 	// does not record the settings a server ran with.

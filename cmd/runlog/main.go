@@ -8,9 +8,13 @@
 // --retry-base is RUNLOG_RETRY_BASE); repeatable flags take a
 // comma-separated list there. A flag on the command line wins.
 //
-// Exit status: 0 success, 1 failure, 64 bad usage; journal verify also
-// exits 2 for a torn tail (which opening the journal repairs) and 3 for
-// corruption.
+// The client commands print a table by default and the API's JSON with
+// -o json; retry and cancel take many IDs, or a filter with --yes.
+//
+// Exit status: 0 success, 1 failure (the server refused, or cannot be
+// reached), 64 bad usage (the reason is printed before the usage), also a
+// retry or cancel by filter without --yes; journal verify also exits 2 for
+// a torn tail (which opening the journal repairs) and 3 for corruption.
 package main
 
 import (
@@ -45,10 +49,11 @@ func init() {
 		"enqueue":  {summary: "enqueue a job on a server and print its id", run: runEnqueue},
 		"jobs":     {summary: "list jobs (filters: --state --kind --target --q)", run: runJobs},
 		"job":      {summary: "show one job with its attempts: job ID", run: runJob},
-		"cancel":   {summary: "cancel a job: cancel [--reason R] ID", run: runCancel},
-		"retry":    {summary: "run a failed job again: retry ID", run: runRetry},
+		"cancel":   {summary: "cancel jobs: cancel [--reason R] ID... | --state S ... --yes", run: runCancel},
+		"retry":    {summary: "run failed jobs again: retry ID... | --state failed ... --yes", run: runRetry},
 		"targets":  {summary: "show each target's breaker and job counts", run: runTargets},
 		"stats":    {summary: "show job counts by state and the queue lag", run: runStats},
+		"version":  {summary: "print the version, commit and Go toolchain of this binary", run: runVersion},
 		"journal":  {summary: "inspect a journal directory: journal verify DIR | dump DIR | state DIR --at SEQ | snapshot DIR", run: runJournal},
 		"migrate":  {summary: "create or upgrade the PostgreSQL schema: migrate --postgres URL", run: runMigrate},
 		"loadtest": {summary: "measure enqueue and delivery throughput against a server", run: runLoadtest, hidden: true},
@@ -69,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		return runVersion(args[1:], stdout, stderr)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -93,4 +100,5 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nRun 'runlog COMMAND -h' for a command's flags. Every flag can be set by the")
 	fmt.Fprintln(w, "environment too: RUNLOG_<FLAG> (e.g. RUNLOG_DATA, RUNLOG_ADDR, RUNLOG_TOKEN, RUNLOG_SERVER).")
+	fmt.Fprintln(w, "Client commands print a table, or the API's JSON with -o json (RUNLOG_OUTPUT=json).")
 }

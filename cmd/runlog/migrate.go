@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -18,9 +19,11 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if len(pos) != 0 || *url == "" {
-		fs.Usage()
-		return exitUsage
+	if err := (argSpec{}).check(pos); err != nil {
+		return usageFail(fs, "migrate", err, stderr)
+	}
+	if *url == "" {
+		return usageFail(fs, "migrate", errors.New("missing --postgres URL (or RUNLOG_POSTGRES)"), stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -34,6 +34,7 @@ type serveFlags struct {
 	shutdownTimeout                    time.Duration
 	logFormat, logLevel                string
 	dashboard, dashboardReadOnly       bool
+	metricsTargets                     int
 }
 
 // register defines the flags on fs with their defaults.
@@ -63,6 +64,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard at /")
 	fs.BoolVar(&f.dashboardReadOnly, "read-only", false, "hide and refuse the dashboard's actions (cancel, retry)")
 	fs.BoolVar(&f.dashboardReadOnly, "dashboard-read-only", false, "the same as --read-only")
+	fs.IntVar(&f.metricsTargets, "metrics-targets", server.DefaultMetricsTargets, "how many targets keep their own target label in /metrics (the busiest; the rest share target=\"other\")")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
@@ -141,6 +143,9 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	if f.concurrency < 1 {
 		return server.Config{}, fmt.Errorf("--concurrency %d: must be 1 or more", f.concurrency)
 	}
+	if f.metricsTargets < 1 {
+		return server.Config{}, fmt.Errorf("--metrics-targets %d: must be 1 or more", f.metricsTargets)
+	}
 	return server.Config{
 		Dir:      f.data,
 		Postgres: f.postgres,
@@ -157,6 +162,7 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 		AllowHosts:        f.allowHosts,
 		Hostnames:         f.hostnames,
 		MaxBody:           int64(f.maxBody),
+		MetricsTargets:    f.metricsTargets,
 		Logger:            log,
 		NoDashboard:       !f.dashboard,
 		DashboardReadOnly: f.dashboardReadOnly,

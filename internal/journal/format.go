@@ -222,6 +222,18 @@ type Options struct {
 	// zeroed; with 0 it is written only at Open, at each rotation and at
 	// Close.
 	MarkEvery time.Duration
+	// OnReplay, if set, is called at the end of each Replay that read to the
+	// end without an error: how many records and bytes it passed to its
+	// func and how long it took (the replay at open, for its log line).
+	OnReplay func(ReplayInfo)
+}
+
+// ReplayInfo describes one replay: the records and bytes read from the
+// segments and the time it took, the func's work included.
+type ReplayInfo struct {
+	Records  int
+	Bytes    int64
+	Duration time.Duration
 }
 
 // SyncInfo describes one group commit: how many records and bytes one

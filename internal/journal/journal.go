@@ -408,6 +408,7 @@ func (j *Journal) DropBefore(seq uint64) error {
 // kept record (other than 0) fails with ErrDropped. An error from fn stops
 // the replay and is returned.
 func (j *Journal) Replay(fromSeq uint64, fn func(pos Position, rec []byte) error) error {
+	began := time.Now()
 	segs, files, err := j.openForReplay(fromSeq)
 	if err != nil {
 		return err
@@ -417,11 +418,14 @@ func (j *Journal) Replay(fromSeq uint64, fn func(pos Position, rec []byte) error
 			f.Close()
 		}
 	}()
+	var info ReplayInfo
 	for i, s := range segs {
 		res, err := scanSegment(files[i], s.size, j.opts.MaxRecordSize, func(seq uint64, off int64, rec []byte) error {
 			if seq < fromSeq {
 				return nil
 			}
+			info.Records++
+			info.Bytes += int64(len(rec))
 			return fn(Position{Seq: seq, Segment: s.index, Offset: off}, rec)
 		})
 		var ce *CorruptError
@@ -435,6 +439,10 @@ func (j *Journal) Replay(fromSeq uint64, fn func(pos Position, rec []byte) error
 		if res.end != s.size || res.records != s.records {
 			return &CorruptError{File: s.path, Offset: res.end, Reason: fmt.Sprintf("committed data changed on disk while open: %s", res.tornReason)}
 		}
+	}
+	if j.opts.OnReplay != nil {
+		info.Duration = time.Since(began)
+		j.opts.OnReplay(info)
 	}
 	return nil
 }

@@ -577,3 +577,27 @@ func TestPreallocation(t *testing.T) {
 		t.Fatalf("Verify reports the preallocated zeros as torn: %+v", rep.Torn)
 	}
 }
+
+// TestOnReplay checks that a replay to the end reports the records and
+// bytes it passed on, and that one stopped early reports nothing.
+func TestOnReplay(t *testing.T) {
+	t.Parallel()
+	var got []ReplayInfo
+	j := mustOpen(t, vfs.NewMem(), "j", Options{SegmentSize: 200, OnReplay: func(ri ReplayInfo) { got = append(got, ri) }})
+	defer mustClose(t, j)
+	writeRecords(t, j, 30)
+	var bytes int64
+	for i := 11; i < 30; i++ {
+		bytes += int64(len(payload(i)))
+	}
+	if err := j.Replay(12, func(Position, []byte) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Records != 19 || got[0].Bytes != bytes || got[0].Duration <= 0 {
+		t.Fatalf("OnReplay after Replay(12) of 30 records: %+v; want 19 records, %d bytes", got, bytes)
+	}
+	stop := errors.New("stop")
+	if err := j.Replay(1, func(Position, []byte) error { return stop }); !errors.Is(err, stop) || len(got) != 1 {
+		t.Fatalf("a stopped replay: %v, OnReplay calls %+v", err, got)
+	}
+}

@@ -169,3 +169,10 @@ func removeFiles(fsys vfs.FS, dir string, paths []string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// IsSegment reports whether name (a file name in a journal directory) is
+// one of the journal's segment files, e.g. for a disk-use metric.
+func IsSegment(name string) bool {
+	_, ok := parseSegName(name)
+	return ok
+}

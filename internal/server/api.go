@@ -18,6 +18,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/authlimit"
+	"github.com/runlog/runlog/internal/kinds"
 )
 
 // DefaultMaxBody is the default limit on a request body (1 MiB).
@@ -443,7 +444,27 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		a.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeError(w, status, err.Error())
+	writeError(w, status, message(err))
+}
+
+// categories are the sentinel errors that only say which kind of error
+// wraps them: their text ("server: bad request: kinds: invalid request:
+// ...") is left out of an answer, which says what to fix once.
+var categories = []error{ErrBadRequest, kinds.ErrInvalid, runlog.ErrInvalid}
+
+// message is the text of an error answer: err's text without the prefixes
+// of the category sentinels it wraps, nor the engine's package name.
+func message(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "runlog: ")
+	for again := true; again; {
+		again = false
+		for _, c := range categories {
+			if rest, ok := strings.CutPrefix(msg, c.Error()+": "); ok && errors.Is(err, c) {
+				msg, again = rest, true
+			}
+		}
+	}
+	return msg
 }
 
 // statusOf maps an error onto an HTTP status.

@@ -54,7 +54,7 @@ func setup(t *testing.T, cfg APIConfig) *bundle {
 	if cfg.Policy.Retry == (runlog.RetryPolicy{}) {
 		cfg.Policy.Retry = runlog.RetryPolicy{Attempts: 2, Base: time.Millisecond, Cap: 2 * time.Millisecond}
 	}
-	metrics := NewMetrics()
+	metrics := NewMetrics(MetricsOptions{})
 	b.runner, err = runlog.Open(t.TempDir(), runlog.Config{
 		Concurrency: 4,
 		Retry:       cfg.Policy.Retry,

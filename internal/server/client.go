@@ -29,9 +29,10 @@ type APIError struct {
 	Message string // the body's "error"
 }
 
-// Error says the status and the server's message.
+// Error is the server's message and the status, e.g. "url is required
+// (HTTP 400 Bad Request)".
 func (e *APIError) Error() string {
-	return fmt.Sprintf("server answered %d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
+	return fmt.Sprintf("%s (HTTP %d %s)", e.Message, e.Status, http.StatusText(e.Status))
 }
 
 // Enqueue posts a job request and returns the answer (Existing when its key

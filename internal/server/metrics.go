@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -14,30 +16,54 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/buildinfo"
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/snapshot"
+	"github.com/runlog/runlog/internal/vfs"
 )
 
 // Metrics collects runlog's Prometheus metrics in a registry of its own. It
-// is the runner's runlog.Observer (attempts, journal syncs) and reads the
-// runner's Stats at each scrape (jobs by state, breakers, queue lag).
+// is the runner's runlog.JobObserver (attempts, journal syncs, jobs
+// enqueued and ended, breaker transitions) and reads the runner's Stats at
+// each scrape (jobs by state, breakers, queue lag). Every label takes a
+// bounded set of values: the target label names the busiest targets only
+// (MetricsOptions.Targets), the others fold into OtherTarget.
 type Metrics struct {
 	reg            *prometheus.Registry
+	fold           *targetFold
 	attempts       *prometheus.CounterVec
 	attemptSeconds *prometheus.HistogramVec
 	syncSeconds    prometheus.Histogram
 	batchRecords   prometheus.Histogram
 	syncBytes      prometheus.Counter
+	enqueued       *prometheus.CounterVec
+	finished       *prometheus.CounterVec
+	transitions    *prometheus.CounterVec
+	httpSeconds    *prometheus.HistogramVec
 }
 
-var _ runlog.Observer = (*Metrics)(nil)
+var _ runlog.JobObserver = (*Metrics)(nil)
+
+// MetricsOptions configure NewMetrics.
+type MetricsOptions struct {
+	// Targets is how many targets keep their own target label (the
+	// busiest, re-picked at each scrape); the rest share
+	// target="other". Defaults to DefaultMetricsTargets.
+	Targets int
+}
 
 // NewMetrics returns the metrics with the Go runtime and process collectors
-// registered; call Watch once the runner is open.
-func NewMetrics() *Metrics {
+// and runlog_build_info registered; call Watch once the runner is open.
+func NewMetrics(opts MetricsOptions) *Metrics {
+	if opts.Targets <= 0 {
+		opts.Targets = DefaultMetricsTargets
+	}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:  prometheus.NewRegistry(),
+		fold: newTargetFold(opts.Targets),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runlog_attempts_total",
-			Help: "Attempts finished, by job kind, target and outcome (success, retryable, permanent, unsafe).",
+			Help: "Attempts finished, by job kind, target and outcome (success, retryable, permanent, unsafe). Only the busiest targets keep their name (serve --metrics-targets); the rest count under target=\"other\".",
 		}, []string{"kind", "target", "outcome"}),
 		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "runlog_attempt_duration_seconds",
@@ -58,15 +84,40 @@ func NewMetrics() *Metrics {
 			Name: "runlog_journal_synced_bytes_total",
 			Help: "Bytes made durable in the journal.",
 		}),
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runlog_jobs_enqueued_total",
+			Help: "Jobs added, by kind (an enqueue whose key was already held adds none).",
+		}, []string{"kind"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runlog_jobs_finished_total",
+			Help: "Jobs that ended, by kind and end state: succeeded, failed (dead: no more attempts) or cancelled. Jobs the dispatcher fails before an attempt (a deadline or budget already spent) are not counted yet.",
+		}, []string{"kind", "state"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runlog_breaker_transitions_total",
+			Help: "Breaker transitions seen (looked at once a second), by the state left and the state entered (closed, open, half-open).",
+		}, []string{"from", "to"}),
+		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "runlog_http_request_duration_seconds",
+			Help:    "HTTP requests served, by route (the API's path patterns, \"dashboard\" for its pages, \"unknown\" for any other path), method and status code.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10},
+		}, []string{"route", "method", "code"}),
 	}
+	in := buildinfo.Get()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "runlog_build_info",
+		Help:        "Always 1; the labels say which runlog runs: version, VCS commit and Go toolchain.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "goversion": in.Go},
+	})
+	buildInfo.Set(1)
 	m.reg.MustRegister(m.attempts, m.attemptSeconds, m.syncSeconds, m.batchRecords, m.syncBytes,
+		m.enqueued, m.finished, m.transitions, m.httpSeconds, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // AttemptFinished counts a finished attempt (runlog.Observer).
 func (m *Metrics) AttemptFinished(e runlog.AttemptEvent) {
-	m.attempts.WithLabelValues(e.Kind, e.Target, e.Outcome).Inc()
+	m.attempts.WithLabelValues(e.Kind, m.fold.label(e.Target), e.Outcome).Inc()
 	m.attemptSeconds.WithLabelValues(e.Kind).Observe(e.Duration.Seconds())
 }
 
@@ -77,9 +128,31 @@ func (m *Metrics) JournalSynced(e runlog.SyncEvent) {
 	m.syncBytes.Add(float64(e.Bytes))
 }
 
+// JobsEnqueued counts added jobs (runlog.JobObserver).
+func (m *Metrics) JobsEnqueued(kind string, n int) {
+	m.enqueued.WithLabelValues(kind).Add(float64(n))
+}
+
+// JobFinished counts a job's end (runlog.JobObserver).
+func (m *Metrics) JobFinished(e runlog.JobEvent) {
+	m.finished.WithLabelValues(e.Kind, string(e.State)).Inc()
+}
+
+// BreakerChanged counts a breaker transition (runlog.JobObserver).
+func (m *Metrics) BreakerChanged(e runlog.BreakerEvent) {
+	m.transitions.WithLabelValues(e.From, e.To).Inc()
+}
+
 // Watch registers the gauges read from r's Stats at each scrape.
 func (m *Metrics) Watch(r *runlog.Runner) {
-	m.reg.MustRegister(statsCollector{r: r})
+	m.reg.MustRegister(statsCollector{r: r, m: m})
+}
+
+// WatchDir registers the gauges of the data directory's disk use, read at
+// each scrape: runlog_journal_bytes (the segment files) and
+// runlog_snapshot_bytes (the snapshot files).
+func (m *Metrics) WatchDir(dir string) {
+	m.reg.MustRegister(dirCollector{dir: dir})
 }
 
 // DiskCheckInterval is how often WatchDisk looks at the free space.
@@ -191,21 +264,27 @@ var (
 		"Attempts running now.", nil, nil)
 	descLag = prometheus.NewDesc("runlog_queue_lag_seconds",
 		"How long the oldest due job has waited past its due time.", nil, nil)
+	descBreakers = prometheus.NewDesc("runlog_breakers",
+		"Targets whose breaker is in each state (closed, open, half-open; an open breaker past its cooldown counts as half-open), over every target.", []string{"state"}, nil)
 	descBreaker = prometheus.NewDesc("runlog_breaker_state",
-		"1 for the state each target's breaker is in (closed, open, half-open), 0 for the others.", []string{"target", "state"}, nil)
+		"1 for the state each named target's breaker is in (closed, open, half-open), 0 for the others; for target=\"other\", how many of the folded targets are in each state.", []string{"target", "state"}, nil)
 	descTargetFailures = prometheus.NewDesc("runlog_breaker_recent_failures",
-		"Failures in each target breaker's window.", []string{"target"}, nil)
+		"Failures in each target breaker's window (target=\"other\": the sum over the folded targets).", []string{"target"}, nil)
 	descTargetJobs = prometheus.NewDesc("runlog_target_jobs",
-		"Pending and running jobs per target.", []string{"target", "state"}, nil)
+		"Pending and running jobs per target (target=\"other\": the sum over the folded targets).", []string{"target", "state"}, nil)
 	breakerStates = []string{"closed", "open", "half-open"}
 )
 
-// statsCollector turns the runner's Stats into gauges at scrape time.
-type statsCollector struct{ r *runlog.Runner }
+// statsCollector turns the runner's Stats into gauges at scrape time, and
+// picks the targets that keep their label for the next interval.
+type statsCollector struct {
+	r *runlog.Runner
+	m *Metrics
+}
 
 // Describe sends the descriptors of the Stats gauges (prometheus.Collector).
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreaker, descTargetFailures, descTargetJobs} {
+	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreakers, descBreaker, descTargetFailures, descTargetJobs} {
 		ch <- d
 	}
 }
@@ -234,7 +313,28 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPool, float64(s.PoolSize))
 	gauge(descInFlight, float64(s.InFlight))
 	gauge(descLag, queueLag(s.OldestDue, time.Now()).Seconds())
+
+	named, dropped := c.m.fold.pick(s.Targets)
+	for _, t := range dropped {
+		c.m.attempts.DeletePartialMatch(prometheus.Labels{"target": t})
+	}
+	byState := map[string]int{}
+	var other struct {
+		states                     map[string]int
+		failures, pending, running int
+		any                        bool
+	}
+	other.states = map[string]int{}
 	for _, t := range s.Targets {
+		byState[t.State]++
+		if !named[t.Target] || t.Target == OtherTarget {
+			other.any = true
+			other.states[t.State]++
+			other.failures += t.RecentFailures
+			other.pending += t.Pending
+			other.running += t.Running
+			continue
+		}
 		for _, state := range breakerStates {
 			v := 0.0
 			if t.State == state {
@@ -246,4 +346,66 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descTargetJobs, float64(t.Pending), t.Target, "pending")
 		gauge(descTargetJobs, float64(t.Running), t.Target, "running")
 	}
+	for _, state := range breakerStates {
+		gauge(descBreakers, float64(byState[state]), state)
+	}
+	if other.any {
+		for _, state := range breakerStates {
+			gauge(descBreaker, float64(other.states[state]), OtherTarget, state)
+		}
+		gauge(descTargetFailures, float64(other.failures), OtherTarget)
+		gauge(descTargetJobs, float64(other.pending), OtherTarget, "pending")
+		gauge(descTargetJobs, float64(other.running), OtherTarget, "running")
+	}
+}
+
+var (
+	descJournalBytes = prometheus.NewDesc("runlog_journal_bytes",
+		"Bytes of the journal's segment files in the data directory (preallocated segments count in full).", nil, nil)
+	descSnapshotBytes = prometheus.NewDesc("runlog_snapshot_bytes",
+		"Bytes of the snapshot files in the data directory.", nil, nil)
+)
+
+// dirCollector reads the disk use of a data directory at scrape time.
+type dirCollector struct{ dir string }
+
+// Describe sends the descriptors of the disk-use gauges (prometheus.Collector).
+func (c dirCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descJournalBytes
+	ch <- descSnapshotBytes
+}
+
+// Collect sums the sizes of the segment and snapshot files (prometheus.Collector).
+func (c dirCollector) Collect(ch chan<- prometheus.Metric) {
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descJournalBytes, err)
+		return
+	}
+	var journalBytes, snapBytes int64
+	snaps, err := snapshot.List(vfs.OS{}, c.dir)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descSnapshotBytes, err)
+		return
+	}
+	isSnap := make(map[string]bool, len(snaps))
+	for _, in := range snaps {
+		isSnap[filepath.Base(in.Path)] = true
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !(journal.IsSegment(e.Name()) || isSnap[e.Name()]) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed since the listing (a snapshot dropped segments)
+		}
+		if isSnap[e.Name()] {
+			snapBytes += fi.Size()
+		} else {
+			journalBytes += fi.Size()
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descJournalBytes, prometheus.GaugeValue, float64(journalBytes))
+	ch <- prometheus.MustNewConstMetric(descSnapshotBytes, prometheus.GaugeValue, float64(snapBytes))
 }

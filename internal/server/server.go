@@ -82,6 +82,10 @@ type Config struct {
 	// ReadHeaderTimeout cuts off a client that has not sent its request
 	// headers in time (slowloris). Defaults to DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
+	// MetricsTargets is how many targets keep their own target label in
+	// the metrics (the busiest; the rest share target="other"). Defaults to
+	// DefaultMetricsTargets.
+	MetricsTargets int
 	// Hostnames are host names (or IPs) the server answers to besides the
 	// host of Addr, localhost and the loopback IPs (and, when Addr is
 	// 0.0.0.0 or ::, any IP and the machine's host name). A request whose
@@ -130,7 +134,7 @@ func Start(cfg Config) (*Server, error) {
 	if _, err := newHostSet(cfg.Addr, cfg.Hostnames); err != nil {
 		return nil, err
 	}
-	metrics := NewMetrics()
+	metrics := NewMetrics(MetricsOptions{Targets: cfg.MetricsTargets})
 	recorder := dashboard.NewRecorder()
 	rc := cfg.Runner
 	rc.Handlers = kinds.Handlers(kinds.Config{
@@ -192,6 +196,7 @@ func Start(cfg Config) (*Server, error) {
 		_ = runner.Close(context.Background())
 		return nil, err
 	}
+	handler := metrics.instrument(g)
 	stopDisk := func() {}
 	if cfg.Postgres == "" {
 		seg := rc.SegmentSize
@@ -200,6 +205,7 @@ func Start(cfg Config) (*Server, error) {
 		}
 		// Warn with a few segments' worth of room left.
 		stopDisk = metrics.WatchDisk(cfg.Dir, 4*seg, cfg.Logger)
+		metrics.WatchDir(cfg.Dir)
 	}
 	s := &Server{
 		stopDisk: stopDisk,
@@ -207,8 +213,8 @@ func Start(cfg Config) (*Server, error) {
 		api:      api,
 		ln:       ln,
 		log:      cfg.Logger,
-		http:     newHTTPServer(g, cfg),
-		handler:  g,
+		http:     newHTTPServer(handler, cfg),
+		handler:  handler,
 		serveErr: make(chan error, 1),
 	}
 	go func() { s.serveErr <- s.http.Serve(strictListener{ln}) }()
@@ -288,6 +294,33 @@ func (o observers) AttemptFinished(e runlog.AttemptEvent) {
 func (o observers) JournalSynced(e runlog.SyncEvent) {
 	for _, ob := range o {
 		ob.JournalSynced(e)
+	}
+}
+
+// JobsEnqueued passes the count to every observer that is a JobObserver.
+func (o observers) JobsEnqueued(kind string, n int) {
+	for _, ob := range o {
+		if jo, ok := ob.(runlog.JobObserver); ok {
+			jo.JobsEnqueued(kind, n)
+		}
+	}
+}
+
+// JobFinished passes e to every observer that is a JobObserver.
+func (o observers) JobFinished(e runlog.JobEvent) {
+	for _, ob := range o {
+		if jo, ok := ob.(runlog.JobObserver); ok {
+			jo.JobFinished(e)
+		}
+	}
+}
+
+// BreakerChanged passes e to every observer that is a JobObserver.
+func (o observers) BreakerChanged(e runlog.BreakerEvent) {
+	for _, ob := range o {
+		if jo, ok := ob.(runlog.JobObserver); ok {
+			jo.BreakerChanged(e)
+		}
 	}
 }
 

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/runlog/runlog"
+)
+
+// TestOpenAPIConformance sends real requests to every endpoint (answers
+// and errors) of a server with a token, and validates each request and
+// answer against the OpenAPI document with kin-openapi's openapi3filter,
+// so that the document and the server cannot drift apart.
+func TestOpenAPIConformance(t *testing.T) {
+	t.Parallel()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("the document is not valid OpenAPI: %v", err)
+	}
+	doc.Servers = nil // match any host (the test server's port)
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, APIConfig{Token: "s3cret"})
+	ctx := context.Background()
+	created, err := b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: b.target.URL + "/bad"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitState(t, created.ID, runlog.StateFailed)
+	id := strconv.FormatUint(created.ID, 10)
+	const auth = "Bearer s3cret"
+	seen := map[string]bool{}
+	for _, tc := range []struct {
+		method, path, auth, body string
+		status                   int
+	}{
+		{"GET", "/healthz", "", "", 200},
+		{"POST", "/v1/jobs", auth, `{"kind":"http","url":"` + b.target.URL + `/"}`, 201},
+		{"POST", "/v1/jobs", auth, `{"kind":"http","url":"` + b.target.URL + `/","key":"k"}`, 201},
+		{"POST", "/v1/jobs", auth, `{"kind":"http","url":"` + b.target.URL + `/","key":"k"}`, 200},
+		{"POST", "/v1/jobs", auth, `{"kind":"http"}`, 400},
+		{"POST", "/v1/jobs", "", `{"kind":"http"}`, 401},
+		{"POST", "/v1/jobs/batch", auth, `{"jobs":[{"kind":"http","url":"` + b.target.URL + `/"}]}`, 201},
+		{"POST", "/v1/jobs/batch", auth, `{"jobs":[{"kind":"nope"}]}`, 400},
+		{"GET", "/v1/jobs?state=failed&limit=1", auth, "", 200},
+		{"GET", "/v1/jobs?state=bogus", auth, "", 400},
+		{"GET", "/v1/jobs/" + id, auth, "", 200},
+		{"GET", "/v1/jobs/999999", auth, "", 404},
+		{"GET", "/v1/jobs/" + id, "Bearer wrong", "", 401},
+		{"POST", "/v1/jobs/999999/cancel", auth, "", 404},
+		{"POST", "/v1/jobs/" + id + "/cancel", auth, `{"reason":"x"}`, 409},
+		{"POST", "/v1/jobs/" + id + "/retry", auth, "", 200},
+		{"POST", "/v1/jobs/" + id + "/retry", auth, "", 409},
+		{"POST", "/v1/jobs/999999/retry", auth, "", 404},
+		{"GET", "/v1/targets", auth, "", 200},
+		{"GET", "/v1/stats", auth, "", 200},
+		{"GET", "/v1/openapi.yaml", auth, "", 200},
+		{"GET", "/v1/openapi.yaml", "", "", 401},
+		{"GET", "/metrics", auth, "", 200},
+		{"GET", "/metrics", "", "", 401},
+	} {
+		var body io.Reader
+		if tc.body != "" {
+			body = strings.NewReader(tc.body)
+		}
+		req, err := http.NewRequest(tc.method, b.srv.URL+tc.path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		route, params, err := router.FindRoute(req)
+		if err != nil {
+			t.Errorf("%s %s: not in the document: %v", tc.method, tc.path, err)
+			continue
+		}
+		seen[route.Operation.OperationID] = true
+		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+		var reqBody []byte
+		if tc.body != "" {
+			reqBody = []byte(tc.body)
+			req.Body = io.NopCloser(bytes.NewReader(reqBody))
+		}
+		if tc.status < 400 {
+			if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
+				t.Errorf("%s %s: the request does not match the document: %v", tc.method, tc.path, err)
+			}
+			if reqBody != nil {
+				// The validation reads (and may rewrite) the body: send
+				// the test's own bytes.
+				req.Body = io.NopCloser(bytes.NewReader(reqBody))
+				req.ContentLength = int64(len(reqBody))
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s %s: status %d, want %d: %s", tc.method, tc.path, resp.StatusCode, tc.status, data)
+			continue
+		}
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+			Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+		out.SetBodyBytes(data)
+		if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+			t.Errorf("%s %s: the %d answer does not match the document: %v\n%s", tc.method, tc.path, resp.StatusCode, err, data)
+		}
+	}
+	// The check can fail: an answer the document does not allow is refused.
+	req, _ := http.NewRequest("GET", b.srv.URL+"/v1/stats", nil)
+	route, params, _ := router.FindRoute(req)
+	bad := &openapi3filter.ResponseValidationInput{RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status: 200, Header: http.Header{"Content-Type": {"application/json"}}}
+	bad.SetBodyBytes([]byte(`{"pending":"many"}`))
+	if err := openapi3filter.ValidateResponse(ctx, bad); err == nil {
+		t.Error("a stats answer with a string count passed the validation")
+	}
+	for _, op := range []string{"health", "enqueueJob", "enqueueJobs", "listJobs", "getJob", "cancelJob", "retryJob", "listTargets", "getStats", "getOpenAPI", "getMetrics"} {
+		if !seen[op] {
+			t.Errorf("operation %s not exercised", op)
+		}
+	}
+}
