@@ -35,8 +35,8 @@ func dumpSnapshots(w io.Writer, dir string) {
 			body.Close()
 			if err == nil {
 				c := st.Counts()
-				fmt.Fprintf(w, "snapshot covers=%d file=%s bytes=%d jobs=%d pending=%d running=%d succeeded=%d failed=%d cancelled=%d next-id=%d\n",
-					body.Seq, filepath.Base(in.Path), body.Size, st.Len(), c.Pending, c.Running, c.Succeeded, c.Failed, c.Cancelled, st.NextID())
+				fmt.Fprintf(w, "snapshot covers=%d file=%s bytes=%d jobs=%d held=%d pending=%d running=%d succeeded=%d failed=%d cancelled=%d next-id=%d\n",
+					body.Seq, filepath.Base(in.Path), body.Size, c.Total(), st.Len(), c.Pending, c.Running, c.Succeeded, c.Failed, c.Cancelled, st.NextID())
 				continue
 			}
 		}
@@ -71,7 +71,10 @@ func runJournalState(args []string, stdout, stderr io.Writer) int {
 	defer w.Flush()
 	c := st.Counts()
 	fmt.Fprintf(w, "state at record %d: jobs=%d pending=%d running=%d succeeded=%d failed=%d cancelled=%d next-id=%d\n",
-		last, st.Len(), c.Pending, c.Running, c.Succeeded, c.Failed, c.Cancelled, st.NextID())
+		last, c.Total(), c.Pending, c.Running, c.Succeeded, c.Failed, c.Cancelled, st.NextID())
+	if held := st.Len(); held < c.Total() {
+		fmt.Fprintf(w, "(%d finished jobs had moved to the job table by then, which keeps only the present: the lines below are the %d jobs the journal and snapshot hold; runlog jobs lists the others)\n", c.Total()-held, held)
+	}
 	st.Targets(func(target string, b retry.Breaker) bool {
 		fmt.Fprintf(w, "breaker target=%q state=%s failures=%d", target, b.State, len(b.Fails))
 		if b.State == retry.Open {

@@ -249,6 +249,9 @@ func (s *Store) usableLocked() error {
 	if s.failed != nil {
 		return fmt.Errorf("embedded: the journal failed, so no change is accepted until the store is reopened: %w", s.failed)
 	}
+	if err := s.tbl.failedOpen(); err != nil {
+		return fmt.Errorf("embedded: the job table failed, so no change is accepted until the store is reopened (the journal keeps every record): %w", err)
+	}
 	return nil
 }
 
@@ -791,6 +794,7 @@ func (s *Store) Close() error {
 	failed := s.failed
 	s.mu.Unlock()
 	s.snaps.wait()
+	s.tbl.beginClose()
 	var ckErr error
 	if failed == nil && s.snaps.threshold > 0 {
 		// No change can start now (closed is set), so the live state is
@@ -815,6 +819,15 @@ func (s *Store) Close() error {
 	if err == nil && ckErr != nil {
 		err = fmt.Errorf("embedded: closed, but the final snapshot failed (the journal keeps every record): %w", ckErr)
 	}
+	if tblErr != nil && s.tbl.failedOpen() == nil && s.tbl.failure() != nil {
+		// The table failed during the final checkpoint (a full disk):
+		// the checkpoint before it stays good and the journal keeps every
+		// record since, so the stop is still clean.
+		if s.snaps.logf != nil {
+			s.snaps.logf("runlog: the job table could not be closed cleanly (the next open replays the journal into it): %v", tblErr)
+		}
+		tblErr = nil
+	}
 	if err == nil && tblErr != nil {
 		err = tableError(s.tbl.path, tblErr)
 	}
@@ -831,6 +844,9 @@ func (s *Store) Err() error {
 	s.mu.Unlock()
 	if err == nil {
 		err = s.j.Err()
+	}
+	if err == nil {
+		err = s.tbl.failedOpen()
 	}
 	return err
 }

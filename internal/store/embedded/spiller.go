@@ -291,10 +291,7 @@ func (sp *spiller) checkpoint(seq uint64, last bool) error {
 	if last {
 		sp.stop()
 	}
-	if err := s.tbl.db.Flush(); err != nil {
-		return tableError(s.tbl.path, err)
-	}
-	return nil
+	return s.tbl.flush()
 }
 
 // openTableFor opens the job table of dir for state st, rebuilt from

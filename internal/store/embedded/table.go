@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -39,9 +40,72 @@ import (
 // Every key of a finished job lies under its expiry partition's prefix, so
 // that expiry is one range deletion of the partitions that ended.
 type table struct {
-	db    *pebble.DB
-	cache interface{ Unref() }
-	path  string
+	db   *pebble.DB
+	path string
+
+	mu      sync.Mutex
+	err     error         // guarded by mu: the first background error
+	failed  chan struct{} // closed at the first background error
+	closing bool          // guarded by mu: the store is closing (see background)
+	open    bool          // guarded by mu: err came before closing began
+}
+
+// beginClose tells the table that its store is closing: from now on a
+// background failure only fails the final checkpoint (the journal keeps
+// every record, and the previous checkpoint stays good), it does not make
+// the store report a failure.
+func (t *table) beginClose() {
+	t.mu.Lock()
+	t.closing = true
+	t.mu.Unlock()
+}
+
+// background records a failure pebble met in the background (a flush or
+// compaction that could not write, a checksum mismatch): like one of the
+// journal's, it is permanent for this store.
+func (t *table) background(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err != nil {
+		return
+	}
+	t.err = tableError(t.path, err)
+	t.open = !t.closing
+	close(t.failed)
+}
+
+// failedOpen returns the table's background failure if it happened before
+// the store began to close.
+func (t *table) failedOpen() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.open {
+		return nil
+	}
+	return t.err
+}
+
+// failure returns the table's background failure, or nil.
+func (t *table) failure() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// flush makes every committed write durable; it gives up when the table
+// fails meanwhile (pebble retries a failed flush in the background, and a
+// full disk would otherwise hold the caller for ever).
+func (t *table) flush() error {
+	done, err := t.db.AsyncFlush()
+	if err != nil {
+		return tableError(t.path, err)
+	}
+	select {
+	case <-done:
+		return t.failure()
+	case <-t.failed:
+		return t.failure()
+	}
 }
 
 // tableVersion is the table format this build writes ("mversion").
@@ -85,12 +149,19 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 func openTable(fsys pebblevfs.FS, dir string, logf func(string, ...any)) (*table, error) {
 	path := filepath.Join(dir, tableDir)
 	o, cache := tableOptions(fsys, logf, false)
+	t := &table{path: path, failed: make(chan struct{})}
+	o.EventListener = &pebble.EventListener{BackgroundError: func(err error) {
+		if logf != nil {
+			logf("runlog: job table: %v", err)
+		}
+		t.background(err)
+	}}
 	db, err := pebble.Open(path, o)
 	cache.Unref()
 	if err != nil {
 		return nil, tableError(path, err)
 	}
-	t := &table{db: db, path: path}
+	t.db = db
 	v, err := t.get(metaKey("version"))
 	switch {
 	case err != nil:

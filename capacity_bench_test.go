@@ -1,0 +1,186 @@
+package runlog_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runlog/runlog"
+)
+
+// The capacity benchmarks (issue 16) measure what memory, disk and open
+// time grow with. Each reopens its directory in a child process, so that the
+// reopen's peak RSS is its own; run them one at a time, e.g.
+//
+//	RUNLOG_BENCH_JOBS=10000000 go test -run '^$' -bench BenchmarkCapacityHistory -benchtime 1x .
+//	RUNLOG_BENCH_JOBS=1000000 RUNLOG_BENCH_PAYLOAD=4096 go test -run '^$' -bench BenchmarkCapacityBacklog -benchtime 1x .
+
+// peakRSS returns the process's peak resident set (VmHWM) in MiB.
+func peakRSS() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+// TestCapacityReopen is the child of the capacity benchmarks: with
+// RUNLOG_CAPACITY_DIR set it opens that directory, prints how long Open
+// took, the peak RSS and the job counts, and closes it. Without, it does
+// nothing.
+func TestCapacityReopen(t *testing.T) {
+	dir := os.Getenv("RUNLOG_CAPACITY_DIR")
+	if dir == "" {
+		t.Skip("the child of the capacity benchmarks")
+	}
+	start := time.Now()
+	r, err := runlog.Open(dir, runlog.Config{Logger: quietLogger(), Handlers: map[string]runlog.Handler{
+		"noop": runlog.Handle(func(context.Context, []byte) error { return nil })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := time.Since(start)
+	st, err := r.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("reopen-ms %.1f reopen-peak-rss-MiB %.1f jobs %d pending %d\n", float64(open.Microseconds())/1000, peakRSS(), st.Pending+st.Running+st.Succeeded+st.Failed+st.Cancelled, st.Pending)
+	r.Close(context.Background())
+}
+
+// reopenChild runs TestCapacityReopen on dir in a child process and reports
+// its figures on b.
+func reopenChild(b *testing.B, dir string) {
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestCapacityReopen$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), "RUNLOG_CAPACITY_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("reopen child: %v\n%s", err, out)
+	}
+	for line := range bytes.Lines(out) {
+		f := strings.Fields(string(line))
+		if len(f) == 8 && f[0] == "reopen-ms" {
+			ms, _ := strconv.ParseFloat(f[1], 64)
+			rss, _ := strconv.ParseFloat(f[3], 64)
+			b.ReportMetric(ms, "reopen-ms")
+			b.ReportMetric(rss, "reopen-peak-RSS-MiB")
+			b.Logf("reopened: %s", line)
+			return
+		}
+	}
+	b.Fatalf("reopen child printed no figures:\n%s", out)
+}
+
+// BenchmarkCapacityHistory runs N no-op jobs (RUNLOG_BENCH_JOBS, default
+// 1 M) with a 100-byte payload through a runner at concurrency 256 with the
+// default config (default retention keeps them all), and reports the
+// throughput, the peak RSS, the heap after the drain, the disk use, and the
+// reopen's time and peak RSS.
+func BenchmarkCapacityHistory(b *testing.B) {
+	n := envInt("RUNLOG_BENCH_JOBS", 1_000_000)
+	payload := bytes.Repeat([]byte("x"), 100)
+	for range b.N {
+		dir := b.TempDir()
+		var done atomic.Int64
+		all := make(chan struct{})
+		r, err := runlog.Open(dir, runlog.Config{Logger: quietLogger(), Concurrency: 256,
+			Handlers: map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, []byte) error {
+				if done.Add(1) == int64(n) {
+					close(all)
+				}
+				return nil
+			})}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs := make([]runlog.JobRequest, 1000)
+		for i := range reqs {
+			reqs[i] = runlog.JobRequest{Kind: "noop", Payload: payload}
+		}
+		start := time.Now()
+		ctx := context.Background()
+		for k := 0; k < n; k += len(reqs) {
+			// Keep a bounded backlog, as a steady producer would.
+			for int64(k)-done.Load() > 200_000 {
+				time.Sleep(time.Millisecond)
+			}
+			if _, err := r.EnqueueMany(ctx, reqs[:min(len(reqs), n-k)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		<-all
+		el := time.Since(start)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if err := r.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(n)/el.Seconds(), "jobs/s")
+		b.ReportMetric(peakRSS(), "peak-RSS-MiB")
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-after-drain-MiB")
+		b.ReportMetric(float64(dirSize(b, dir))/(1<<20), "disk-MiB")
+		if _, err := os.Stat(filepath.Join(dir, "table")); err == nil {
+			b.ReportMetric(float64(dirSize(b, filepath.Join(dir, "table")))/(1<<20), "table-MiB")
+		}
+		reopenChild(b, dir)
+	}
+}
+
+// BenchmarkCapacityBacklog enqueues N jobs (RUNLOG_BENCH_JOBS, default
+// 1 M) with payloads of RUNLOG_BENCH_PAYLOAD bytes (default 50) due in an
+// hour, as a receiver that is down piles them up, closes the runner and
+// reports the peak RSS, the time Close took, the disk use, and the
+// reopen's time and peak RSS.
+func BenchmarkCapacityBacklog(b *testing.B) {
+	n := envInt("RUNLOG_BENCH_JOBS", 1_000_000)
+	payload := bytes.Repeat([]byte("p"), envInt("RUNLOG_BENCH_PAYLOAD", 50))
+	for range b.N {
+		dir := b.TempDir()
+		r, err := runlog.Open(dir, runlog.Config{Logger: quietLogger(), MaxPayload: max(len(payload), 1<<20),
+			Handlers: map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, []byte) error { return nil })}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs := make([]runlog.JobRequest, 1000)
+		due := time.Now().Add(time.Hour)
+		for i := range reqs {
+			reqs[i] = runlog.JobRequest{Kind: "noop", Payload: payload, RunAt: due}
+		}
+		ctx := context.Background()
+		start := time.Now()
+		for k := 0; k < n; k += len(reqs) {
+			if _, err := r.EnqueueMany(ctx, reqs[:min(len(reqs), n-k)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		enq := time.Since(start)
+		start = time.Now()
+		if err := r.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(n)/enq.Seconds(), "enqueue-jobs/s")
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "close-ms")
+		b.ReportMetric(peakRSS(), "peak-RSS-MiB")
+		b.ReportMetric(float64(dirSize(b, dir))/(1<<20), "disk-MiB")
+		reopenChild(b, dir)
+	}
+}
