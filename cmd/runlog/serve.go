@@ -34,6 +34,7 @@ type serveFlags struct {
 	shutdownTimeout                    time.Duration
 	logFormat, logLevel                string
 	dashboard, dashboardReadOnly       bool
+	allowPrivateTargets                bool
 }
 
 // register defines the flags on fs with their defaults.
@@ -56,6 +57,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.breakerProbes, "breaker-probes", 1, "attempts a half-open breaker lets through")
 	fs.Var(&f.exec, "exec", "register a command for exec jobs as `NAME=PATH` (repeatable)")
 	fs.Var(&f.allowHosts, "allow-host", "allow http jobs to target this `host` (or host:port, *.domain); repeatable; none = any host")
+	fs.BoolVar(&f.allowPrivateTargets, "allow-private-targets", false, "let http jobs reach loopback, private and unique-local addresses although the server listens beyond loopback (the SSRF guard refuses them by default there; link-local and cloud metadata stay refused)")
 	fs.Var(&f.hostnames, "hostname", "also answer to requests for this host `name` (besides the --addr host, localhost and loopback IPs; on 0.0.0.0 also any IP and the machine's name); repeatable")
 	f.maxBody = server.DefaultMaxBody
 	fs.Var(&f.maxBody, "max-body", "largest request body (and job payload), e.g. 1MiB")
@@ -153,13 +155,14 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 			Retry:             runlog.RetryPolicy{Attempts: f.retryAttempts, Base: f.retryBase, Cap: f.retryCap, Deadline: f.retryDeadline},
 			Breaker:           runlog.BreakerConfig{Threshold: f.breakerThreshold, Window: f.breakerWindow, Cooldown: f.breakerCooldown, Probes: f.breakerProbes},
 		},
-		Commands:          cmds,
-		AllowHosts:        f.allowHosts,
-		Hostnames:         f.hostnames,
-		MaxBody:           int64(f.maxBody),
-		Logger:            log,
-		NoDashboard:       !f.dashboard,
-		DashboardReadOnly: f.dashboardReadOnly,
+		Commands:            cmds,
+		AllowHosts:          f.allowHosts,
+		AllowPrivateTargets: f.allowPrivateTargets,
+		Hostnames:           f.hostnames,
+		MaxBody:             int64(f.maxBody),
+		Logger:              log,
+		NoDashboard:         !f.dashboard,
+		DashboardReadOnly:   f.dashboardReadOnly,
 	}, nil
 }
 

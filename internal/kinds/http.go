@@ -3,6 +3,7 @@ package kinds
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -288,14 +289,21 @@ func HostAllowed(u *url.URL, allow []string) bool {
 }
 
 // NewClient returns the client the http kind uses by default: it keeps up to
-// conns idle connections per host, never follows redirects (a 3xx is the
-// target's answer) and has no overall timeout (the attempt's context bounds
-// each delivery).
-func NewClient(conns int) *http.Client {
+// conns idle connections per host, dials through the SSRF guard g (nil: the
+// zero Guard, the rules that hold always), uses no proxy (a proxy would be
+// the address dialled, and the guard could not check the target), never
+// follows redirects (a 3xx is the target's answer) and has no overall
+// timeout (the attempt's context bounds each delivery).
+func NewClient(conns int, g *Guard) *http.Client {
 	if conns < 1 {
 		conns = 1
 	}
+	if g == nil {
+		g = &Guard{}
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.DialContext = g.dialContext
 	tr.MaxIdleConns = 4 * conns
 	tr.MaxIdleConnsPerHost = conns
 	return &http.Client{
@@ -306,26 +314,35 @@ func NewClient(conns int) *http.Client {
 	}
 }
 
-// HTTP returns the handler of the http kind. client sends the requests (nil
-// means NewClient(64)); allow is the allow-list of target hosts, checked
+// HTTP returns the handler of the http kind under cfg: cfg.Client sends the
+// requests (nil means NewClient(64, &cfg.Guard)); cfg.AllowHosts is checked
 // again before each delivery. The handler adds the Runlog-Job-Id and
 // Runlog-Attempt headers, records the status line and the first KiB of the
 // body as the attempt's output, and maps the answer onto an outcome as the
-// package doc says.
-func HTTP(client *http.Client, allow []string) runlog.Handler {
+// package doc says. A delivery the SSRF guard refuses fails permanently.
+func HTTP(cfg Config) runlog.Handler {
+	client := cfg.Client
 	if client == nil {
-		client = NewClient(64)
+		client = NewClient(64, &cfg.Guard)
 	}
+	d := &deliverer{client: client, allow: cfg.AllowHosts, guard: &cfg.Guard}
 	return runlog.Handle(func(ctx context.Context, req HTTPRequest) error {
-		return deliver(ctx, client, allow, req)
+		return d.deliver(ctx, req)
 	})
 }
 
-func deliver(ctx context.Context, client *http.Client, allow []string, req HTTPRequest) error {
+// deliverer is the http kind's handler state.
+type deliverer struct {
+	client *http.Client
+	allow  []string
+	guard  *Guard
+}
+
+func (d *deliverer) deliver(ctx context.Context, req HTTPRequest) error {
 	// Checked again: the job may have been journaled by an older version
 	// that let more through (a Host header, a host since removed from the
 	// allow-list). Such a job fails at once, without contacting anyone.
-	if err := req.Validate(allow); err != nil {
+	if err := req.Validate(d.allow); err != nil {
 		return runlog.Permanent(fmt.Errorf("refused before delivery, the target was not contacted: %w", err))
 	}
 	var body io.Reader
@@ -346,15 +363,37 @@ func deliver(ctx context.Context, client *http.Client, allow []string, req HTTPR
 		hreq.Header.Set(HeaderJobID, strconv.FormatUint(info.JobID, 10))
 		hreq.Header.Set(HeaderAttempt, strconv.Itoa(info.Attempt))
 	}
-	resp, err := client.Do(hreq)
+	resp, err := d.client.Do(hreq)
 	if err != nil {
+		var ge *GuardError
+		if errors.As(err, &ge) {
+			return runlog.Permanent(fmt.Errorf("not delivered, the target was not contacted: %w", ge))
+		}
 		return fmt.Errorf("deliver %s: %w", req.Method, err)
 	}
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, responseHead))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, responseDrain))
 	_ = resp.Body.Close()
 	runlog.RecordOutput(ctx, append([]byte(resp.Status+"\n"), head...))
-	return statusOutcome(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now())
+	out := statusOutcome(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now())
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return d.redirected(ctx, resp, out)
+	}
+	return out
+}
+
+// redirected is the outcome of a 3xx answer: a permanent failure (err), which
+// names the Location and says whether the SSRF guard would refuse it, so
+// that a redirect aimed at an internal address is reported as what it is.
+func (d *deliverer) redirected(ctx context.Context, resp *http.Response, err error) error {
+	loc, lerr := resp.Location()
+	if lerr != nil {
+		return err
+	}
+	if gerr := d.guard.checkLocation(ctx, loc); gerr != nil {
+		return runlog.Permanent(fmt.Errorf("target answered HTTP %d with Location %s, not followed (redirects never are): %w", resp.StatusCode, loc.Redacted(), gerr))
+	}
+	return runlog.Permanent(fmt.Errorf("target answered HTTP %d %s with Location %s: redirects are not followed; point the job at the new URL", resp.StatusCode, http.StatusText(resp.StatusCode), loc.Redacted()))
 }
 
 // statusClass is how the http kind judges a response status.

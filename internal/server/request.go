@@ -68,6 +68,10 @@ type Policy struct {
 	// AllowHosts, when not empty, limits the hosts http jobs may target
 	// (see kinds.HostAllowed).
 	AllowHosts []string
+	// Guard, when not nil, refuses at enqueue an http job whose URL is a
+	// literal address it would refuse at delivery (see
+	// kinds.Guard.CheckTarget).
+	Guard *kinds.Guard
 	// Commands are the exec commands the operator registered (name → path).
 	Commands map[string]string
 	// Retry is the default retry policy; a request's retry object overrides
@@ -235,6 +239,11 @@ func (req *JobRequest) Resolve(p Policy) (runlog.JobRequest, error) {
 		hr := kinds.HTTPRequest{URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body}
 		if out.Target, err = hr.Check(p.AllowHosts); err != nil {
 			return out, invalid(err)
+		}
+		if p.Guard != nil {
+			if err := p.Guard.CheckTarget(out.Target); err != nil {
+				return out, badRequest("url %q: %v", hr.URL, err)
+			}
 		}
 		out.Payload = hr.AppendJSON(make([]byte, 0, 64+len(hr.URL)+len(hr.Body)))
 	case kinds.KindExec:

@@ -68,8 +68,17 @@ type Config struct {
 	// Commands are the exec kind's registered commands (name → absolute
 	// path, see kinds.ParseCommand).
 	Commands map[string]string
-	// AllowHosts, when not empty, limits the hosts http jobs may target.
+	// AllowHosts, when not empty, limits the hosts http jobs may target;
+	// its exact entries also waive the SSRF guard for the hosts they name.
 	AllowHosts []string
+	// AllowPrivateTargets turns off the SSRF guard's loopback, private and
+	// unique-local rules, which apply when Addr is not a loopback address
+	// (link-local and cloud-metadata addresses stay refused). See
+	// kinds.Guard.
+	AllowPrivateTargets bool
+	// Resolver resolves the host names of http jobs' URLs at delivery (nil:
+	// the system's resolver). The SSRF guard checks what it returns.
+	Resolver *net.Resolver
 	// MaxBody limits request bodies. Defaults to DefaultMaxBody (1 MiB).
 	MaxBody int64
 	// Logger receives structured logs. Defaults to slog.Default().
@@ -133,8 +142,10 @@ func Start(cfg Config) (*Server, error) {
 	metrics := NewMetrics()
 	recorder := dashboard.NewRecorder()
 	rc := cfg.Runner
+	guard := kinds.Guard{BlockPrivate: !IsLoopback(cfg.Addr) && !cfg.AllowPrivateTargets, AllowHosts: cfg.AllowHosts, Resolver: cfg.Resolver}
 	rc.Handlers = kinds.Handlers(kinds.Config{
-		Client:     kinds.NewClient(max(rc.Concurrency, 64)),
+		Client:     kinds.NewClient(max(rc.Concurrency, 64), &guard),
+		Guard:      guard,
 		AllowHosts: cfg.AllowHosts,
 		Commands:   cfg.Commands,
 	})
@@ -180,7 +191,7 @@ func Start(cfg Config) (*Server, error) {
 	api := NewAPI(runner, APIConfig{
 		Token:     cfg.Token,
 		MaxBody:   cfg.MaxBody,
-		Policy:    Policy{AllowHosts: cfg.AllowHosts, Commands: cfg.Commands, Retry: retry},
+		Policy:    Policy{AllowHosts: cfg.AllowHosts, Guard: &guard, Commands: cfg.Commands, Retry: retry},
 		Metrics:   metrics.Handler(),
 		Dashboard: dash,
 		Logger:    cfg.Logger,
@@ -217,7 +228,7 @@ func Start(cfg Config) (*Server, error) {
 		data = "PostgreSQL" // Dir is not used
 	}
 	cfg.Logger.Info("runlog serving", "addr", s.Addr(), "data", data, "auth", cfg.Token != "",
-		"exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts))
+		"exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts), "ssrf_private_rule", guard.BlockPrivate)
 	return s, nil
 }
 
