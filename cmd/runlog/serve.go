@@ -35,6 +35,7 @@ type serveFlags struct {
 	logFormat, logLevel                string
 	dashboard, dashboardReadOnly       bool
 	allowPrivateTargets                bool
+	signingSecretFile                  string
 }
 
 // register defines the flags on fs with their defaults.
@@ -58,6 +59,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.exec, "exec", "register a command for exec jobs as `NAME=PATH` (repeatable)")
 	fs.Var(&f.allowHosts, "allow-host", "allow http jobs to target this `host` (or host:port, *.domain); repeatable; none = any host")
 	fs.BoolVar(&f.allowPrivateTargets, "allow-private-targets", false, "let http jobs reach loopback, private and unique-local addresses although the server listens beyond loopback (the SSRF guard refuses them by default there; link-local and cloud metadata stay refused)")
+	fs.StringVar(&f.signingSecretFile, "signing-secret-file", "", "sign http deliveries (Standard Webhooks) with the secret in this `file` (whsec_ and base64), for every target without secrets of its own (PUT /v1/targets/secrets)")
 	fs.Var(&f.hostnames, "hostname", "also answer to requests for this host `name` (besides the --addr host, localhost and loopback IPs; on 0.0.0.0 also any IP and the machine's name); repeatable")
 	f.maxBody = server.DefaultMaxBody
 	fs.Var(&f.maxBody, "max-body", "largest request body (and job payload), e.g. 1MiB")
@@ -123,6 +125,27 @@ func (f *serveFlags) readToken() (string, error) {
 	return token, nil
 }
 
+// readSigningSecret returns the secret of --signing-secret-file (white space
+// around it trimmed), "" without the flag. The errors never repeat the
+// secret.
+func (f *serveFlags) readSigningSecret() (string, error) {
+	if f.signingSecretFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(f.signingSecretFile)
+	if err != nil {
+		return "", fmt.Errorf("--signing-secret-file: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", fmt.Errorf("--signing-secret-file %s is empty: write a secret into it, e.g. echo whsec_$(openssl rand -base64 32) > %s", f.signingSecretFile, f.signingSecretFile)
+	}
+	if _, err := kinds.ParseSecret(secret); err != nil {
+		return "", fmt.Errorf("--signing-secret-file %s: %w", f.signingSecretFile, err)
+	}
+	return secret, nil
+}
+
 // config turns the flags into a server configuration.
 func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	token, err := f.readToken()
@@ -143,6 +166,10 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	if f.concurrency < 1 {
 		return server.Config{}, fmt.Errorf("--concurrency %d: must be 1 or more", f.concurrency)
 	}
+	secret, err := f.readSigningSecret()
+	if err != nil {
+		return server.Config{}, err
+	}
 	return server.Config{
 		Dir:      f.data,
 		Postgres: f.postgres,
@@ -158,6 +185,7 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 		Commands:            cmds,
 		AllowHosts:          f.allowHosts,
 		AllowPrivateTargets: f.allowPrivateTargets,
+		SigningSecret:       secret,
 		Hostnames:           f.hostnames,
 		MaxBody:             int64(f.maxBody),
 		Logger:              log,

@@ -320,12 +320,15 @@ func NewClient(conns int, g *Guard) *http.Client {
 // Runlog-Attempt headers, records the status line and the first KiB of the
 // body as the attempt's output, and maps the answer onto an outcome as the
 // package doc says. A delivery the SSRF guard refuses fails permanently.
+// With cfg.Signer, a delivery to a target that has keys is signed per the
+// Standard Webhooks spec (webhook-id, webhook-timestamp, webhook-signature,
+// replacing any the job set itself).
 func HTTP(cfg Config) runlog.Handler {
 	client := cfg.Client
 	if client == nil {
 		client = NewClient(64, &cfg.Guard)
 	}
-	d := &deliverer{client: client, allow: cfg.AllowHosts, guard: &cfg.Guard}
+	d := &deliverer{client: client, allow: cfg.AllowHosts, guard: &cfg.Guard, signer: cfg.Signer}
 	return runlog.Handle(func(ctx context.Context, req HTTPRequest) error {
 		return d.deliver(ctx, req)
 	})
@@ -336,6 +339,7 @@ type deliverer struct {
 	client *http.Client
 	allow  []string
 	guard  *Guard
+	signer Signer
 }
 
 func (d *deliverer) deliver(ctx context.Context, req HTTPRequest) error {
@@ -362,6 +366,14 @@ func (d *deliverer) deliver(ctx context.Context, req HTTPRequest) error {
 	if info, ok := runlog.AttemptFrom(ctx); ok {
 		hreq.Header.Set(HeaderJobID, strconv.FormatUint(info.JobID, 10))
 		hreq.Header.Set(HeaderAttempt, strconv.Itoa(info.Attempt))
+		if d.signer != nil {
+			if keys := d.signer.Keys(info.Target); len(keys) > 0 {
+				id, ts := d.signer.MessageID(info.JobID), time.Now().Unix()
+				hreq.Header.Set(HeaderWebhookID, id)
+				hreq.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+				hreq.Header.Set(HeaderWebhookSignature, SignatureHeader(keys, id, ts, req.Body))
+			}
+		}
 	}
 	resp, err := d.client.Do(hreq)
 	if err != nil {

@@ -48,6 +48,9 @@ type Config struct {
 	Client *http.Client
 	// Guard is the SSRF guard every delivery dials through.
 	Guard Guard
+	// Signer, when not nil, signs the deliveries to the targets it has
+	// keys for.
+	Signer Signer
 	// AllowHosts, when not empty, is the list of hosts (or host:port pairs)
 	// that http jobs may target. It is checked at enqueue by
 	// HTTPRequest.Validate and again before each delivery.

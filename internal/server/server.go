@@ -18,10 +18,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/authlimit"
 	"github.com/runlog/runlog/internal/dashboard"
@@ -79,6 +82,11 @@ type Config struct {
 	// Resolver resolves the host names of http jobs' URLs at delivery (nil:
 	// the system's resolver). The SSRF guard checks what it returns.
 	Resolver *net.Resolver
+	// SigningSecret, when set, is the default signing secret ("whsec_" and
+	// base64, --signing-secret-file): deliveries to a target without
+	// secrets of its own are signed with it. Per-target secrets are kept in
+	// SecretsFile in Dir, or in PostgreSQL.
+	SigningSecret string
 	// MaxBody limits request bodies. Defaults to DefaultMaxBody (1 MiB).
 	MaxBody int64
 	// Logger receives structured logs. Defaults to slog.Default().
@@ -109,6 +117,8 @@ type Server struct {
 	log      *slog.Logger
 	serveErr chan error // receives Serve's result once
 	stopDisk func()     // stops the free-space checks (a no-op on PostgreSQL)
+	// closeSecrets stops reading the signing secrets again (PostgreSQL).
+	closeSecrets func()
 
 	closeOnce sync.Once
 	closeErr  error
@@ -139,6 +149,16 @@ func Start(cfg Config) (*Server, error) {
 	if _, err := newHostSet(cfg.Addr, cfg.Hostnames); err != nil {
 		return nil, err
 	}
+	secrets, closeSecrets, err := openSecrets(cfg)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			closeSecrets()
+		}
+	}()
 	metrics := NewMetrics()
 	recorder := dashboard.NewRecorder()
 	rc := cfg.Runner
@@ -146,6 +166,7 @@ func Start(cfg Config) (*Server, error) {
 	rc.Handlers = kinds.Handlers(kinds.Config{
 		Client:     kinds.NewClient(max(rc.Concurrency, 64), &guard),
 		Guard:      guard,
+		Signer:     secrets,
 		AllowHosts: cfg.AllowHosts,
 		Commands:   cfg.Commands,
 	})
@@ -156,10 +177,7 @@ func Start(cfg Config) (*Server, error) {
 	if rc.MaxPayload <= 0 {
 		rc.MaxPayload = int(cfg.MaxBody)
 	}
-	var (
-		runner *runlog.Runner
-		err    error
-	)
+	var runner *runlog.Runner
 	if cfg.Postgres != "" {
 		runner, err = postgres.Open(context.Background(), cfg.Postgres, rc)
 		if err != nil {
@@ -196,6 +214,7 @@ func Start(cfg Config) (*Server, error) {
 		Dashboard: dash,
 		Logger:    cfg.Logger,
 		Limiter:   limiter,
+		Secrets:   secrets,
 	})
 	g, err := newGuard(api, cfg.Addr, cfg.Hostnames)
 	if err != nil {
@@ -213,23 +232,68 @@ func Start(cfg Config) (*Server, error) {
 		stopDisk = metrics.WatchDisk(cfg.Dir, 4*seg, cfg.Logger)
 	}
 	s := &Server{
-		stopDisk: stopDisk,
-		runner:   runner,
-		api:      api,
-		ln:       ln,
-		log:      cfg.Logger,
-		http:     newHTTPServer(g, cfg),
-		handler:  g,
-		serveErr: make(chan error, 1),
+		stopDisk:     stopDisk,
+		closeSecrets: closeSecrets,
+		runner:       runner,
+		api:          api,
+		ln:           ln,
+		log:          cfg.Logger,
+		http:         newHTTPServer(g, cfg),
+		handler:      g,
+		serveErr:     make(chan error, 1),
 	}
+	started = true
 	go func() { s.serveErr <- s.http.Serve(strictListener{ln}) }()
 	data := cfg.Dir
 	if cfg.Postgres != "" {
 		data = "PostgreSQL" // Dir is not used
 	}
 	cfg.Logger.Info("runlog serving", "addr", s.Addr(), "data", data, "auth", cfg.Token != "",
-		"exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts), "ssrf_private_rule", guard.BlockPrivate)
+		"signing_default", secrets.HasDefault(), "exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts), "ssrf_private_rule", guard.BlockPrivate)
 	return s, nil
+}
+
+// openSecrets loads the signing secrets of cfg before the runner opens (a
+// job delivered at once after the open is signed already): from
+// SecretsFile in Dir, or from PostgreSQL (migrating its schema first). The
+// function it returns stops what it started.
+func openSecrets(cfg Config) (*Secrets, func(), error) {
+	ctx := context.Background()
+	if cfg.Postgres == "" {
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("server: create the data directory %s: %w", cfg.Dir, err)
+		}
+		s, err := newSecrets(ctx, &fileSecrets{path: filepath.Join(cfg.Dir, SecretsFile)}, cfg.SigningSecret)
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: signing secrets: %w", err)
+		}
+		return s, func() {}, nil
+	}
+	if _, err := postgres.Migrate(ctx, cfg.Postgres); err != nil {
+		return nil, nil, fmt.Errorf("server: migrate the PostgreSQL schema: %w", err)
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.Postgres)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: PostgreSQL connection string: %w", err)
+	}
+	pcfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: connect to PostgreSQL for the signing secrets: %w", err)
+	}
+	b := &pgSecrets{pool: pool}
+	s, err := newSecrets(ctx, b, cfg.SigningSecret)
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("server: signing secrets: %w", err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.watch(wctx, s, cfg.Logger)
+	}()
+	return s, func() { cancel(); <-done; pool.Close() }, nil
 }
 
 // DefaultRetry is runlog's default retry policy, used to fill the fields a
@@ -269,6 +333,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		runErr := s.runner.Close(ctx)
 		s.stopDisk()
+		s.closeSecrets()
 		if err := s.runner.Err(); err != nil {
 			// The store had failed: a stop is not clean (exit 1), and
 			// says why, so the operator fixes the cause before the

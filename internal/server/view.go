@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -95,6 +96,13 @@ type Target struct {
 	ProbesInFlight int       `json:"probes_in_flight"`
 	Pending        int       `json:"pending"`
 	Running        int       `json:"running"`
+	// Signing says how deliveries to the target are signed: "own" (its
+	// secrets, every one listed in Secrets), "default" (the server's
+	// --signing-secret-file) or "none".
+	Signing string `json:"signing"`
+	// Secrets are the target's own secrets: ids and creation times, never
+	// the secrets.
+	Secrets []SecretInfo `json:"secrets"`
 }
 
 // TargetList is the answer of GET /v1/targets.
@@ -161,12 +169,46 @@ func queueLag(oldestDue, now time.Time) time.Duration {
 	return now.Sub(oldestDue)
 }
 
-func targetsView(s runlog.Stats) TargetList {
+// targetsView lists the targets of s (those with jobs or a breaker) and
+// those that have secrets of their own, in that order.
+func targetsView(s runlog.Stats, secrets map[string][]SecretInfo, hasDefault bool) TargetList {
 	v := TargetList{Targets: make([]Target, 0, len(s.Targets))}
+	signing := func(t string) string {
+		switch {
+		case len(secrets[t]) > 0:
+			return "own"
+		case hasDefault:
+			return "default"
+		}
+		return "none"
+	}
+	listed := make(map[string]bool, len(s.Targets))
 	for _, t := range s.Targets {
-		v.Targets = append(v.Targets, Target(t))
+		listed[t.Target] = true
+		v.Targets = append(v.Targets, Target{
+			Target: t.Target, State: t.State, OpenUntil: t.OpenUntil, RecentFailures: t.RecentFailures,
+			ProbesInFlight: t.ProbesInFlight, Pending: t.Pending, Running: t.Running,
+			Signing: signing(t.Target), Secrets: orEmpty(secrets[t.Target]),
+		})
+	}
+	var rest []string
+	for t := range secrets {
+		if !listed[t] {
+			rest = append(rest, t)
+		}
+	}
+	slices.Sort(rest)
+	for _, t := range rest {
+		v.Targets = append(v.Targets, Target{Target: t, State: "closed", Signing: signing(t), Secrets: secrets[t]})
 	}
 	return v
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func cursor(next uint64) string {
