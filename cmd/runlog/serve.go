@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -36,6 +37,26 @@ type serveFlags struct {
 	dashboard, dashboardReadOnly       bool
 	allowPrivateTargets                bool
 	signingSecretFile                  string
+	// retryChosen: a --retry-* flag (or its RUNLOG_ variable) was given.
+	retryChosen bool
+}
+
+// retryFlags are the flags of the server's retry policy.
+var retryFlags = []string{"retry-attempts", "retry-base", "retry-cap", "retry-deadline"}
+
+// noteRetryChosen sets f.retryChosen when fs was given a retry flag, on the
+// command line or in the environment.
+func (f *serveFlags) noteRetryChosen(fs *flag.FlagSet) {
+	fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(retryFlags, fl.Name) {
+			f.retryChosen = true
+		}
+	})
+	for _, name := range retryFlags {
+		if os.Getenv(envName(name)) != "" {
+			f.retryChosen = true
+		}
+	}
 }
 
 // register defines the flags on fs with their defaults.
@@ -48,7 +69,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", 64, "attempts running at once (the pool)")
 	fs.IntVar(&f.targetConcurrency, "target-concurrency", 0, "attempts running at once per target; 0 = no limit")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "default attempt timeout")
-	fs.IntVar(&f.retryAttempts, "retry-attempts", server.DefaultRetry.Attempts, "default attempts per job, the first included")
+	fs.IntVar(&f.retryAttempts, "retry-attempts", server.DefaultRetry.Attempts, "default attempts per job, the first included (any --retry-* flag sets the policy of http jobs too, which is otherwise a webhook schedule over a day: 15 attempts from 7s, cap 24h)")
 	fs.DurationVar(&f.retryBase, "retry-base", server.DefaultRetry.Base, "default first backoff")
 	fs.DurationVar(&f.retryCap, "retry-cap", server.DefaultRetry.Cap, "default longest backoff")
 	fs.DurationVar(&f.retryDeadline, "retry-deadline", 0, "default deadline from a job's first due time; 0 = none")
@@ -166,6 +187,12 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	if f.concurrency < 1 {
 		return server.Config{}, fmt.Errorf("--concurrency %d: must be 1 or more", f.concurrency)
 	}
+	retry := runlog.RetryPolicy{Attempts: f.retryAttempts, Base: f.retryBase, Cap: f.retryCap, Deadline: f.retryDeadline}
+	if !f.retryChosen {
+		// Each kind keeps its own default: http jobs a webhook schedule
+		// over a day (server.DefaultHTTPRetry), exec jobs these flags'.
+		retry = runlog.RetryPolicy{}
+	}
 	secret, err := f.readSigningSecret()
 	if err != nil {
 		return server.Config{}, err
@@ -179,7 +206,7 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 			Concurrency:       f.concurrency,
 			TargetConcurrency: f.targetConcurrency,
 			Timeout:           f.timeout,
-			Retry:             runlog.RetryPolicy{Attempts: f.retryAttempts, Base: f.retryBase, Cap: f.retryCap, Deadline: f.retryDeadline},
+			Retry:             retry,
 			Breaker:           runlog.BreakerConfig{Threshold: f.breakerThreshold, Window: f.breakerWindow, Cooldown: f.breakerCooldown, Probes: f.breakerProbes},
 		},
 		Commands:            cmds,
@@ -206,6 +233,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runlog serve: unexpected argument %q\n", pos[0])
 		return exitUsage
 	}
+	f.noteRetryChosen(fs)
 	log, err := f.logger(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "runlog serve:", err)

@@ -77,6 +77,10 @@ type Policy struct {
 	// Retry is the default retry policy; a request's retry object overrides
 	// the fields it gives.
 	Retry runlog.RetryPolicy
+	// HTTPRetry, when not zero, is the default retry policy of http jobs
+	// instead of Retry: a job without a retry object gets it, and a job's
+	// retry object overrides its fields.
+	HTTPRetry runlog.RetryPolicy
 }
 
 // DecodeJobRequest decodes and validates the JSON body of POST /v1/jobs into
@@ -299,8 +303,15 @@ func (req *JobRequest) resolveCommon(out *runlog.JobRequest, p Policy) error {
 		}
 		out.Timeout = d
 	}
+	def := p.Retry
+	if req.Kind == kinds.KindHTTP && p.HTTPRetry != (runlog.RetryPolicy{}) {
+		def = p.HTTPRetry
+		if req.Retry == nil {
+			out.Retry = &def
+		}
+	}
 	if req.Retry != nil {
-		pol, err := req.Retry.resolve(p.Retry)
+		pol, err := req.Retry.resolve(def)
 		if err != nil {
 			return err
 		}

@@ -64,6 +64,11 @@ type Config struct {
 	// Token, when set, is required on every API path but /healthz (and by
 	// the dashboard's login). Required when Addr is not a loopback address.
 	Token string
+	// HTTPRetry is the retry policy of http jobs that name none (a job's
+	// retry object overrides its fields). Zero means DefaultHTTPRetry when
+	// Runner.Retry is zero too, else Runner.Retry: an operator who set the
+	// server's policy set it for every kind.
+	HTTPRetry runlog.RetryPolicy
 	// Runner is the engine configuration; Handlers and Observer are set by
 	// Start (the built-in kinds and the metrics), MaxPayload defaults to
 	// MaxBody.
@@ -195,9 +200,14 @@ func Start(cfg Config) (*Server, error) {
 		_ = runner.Close(context.Background())
 		return nil, fmt.Errorf("server: listen on %s: %w", cfg.Addr, err)
 	}
-	retry := rc.Retry
+	retry, httpRetry := rc.Retry, cfg.HTTPRetry
 	if retry == (runlog.RetryPolicy{}) {
 		retry = DefaultRetry
+		if httpRetry == (runlog.RetryPolicy{}) {
+			httpRetry = DefaultHTTPRetry
+		}
+	} else if httpRetry == (runlog.RetryPolicy{}) {
+		httpRetry = retry // the operator chose one policy for every kind
 	}
 	limiter := authlimit.New(nil) // wrong tokens count alike at the API and the dashboard
 	var dash http.Handler
@@ -209,7 +219,7 @@ func Start(cfg Config) (*Server, error) {
 	api := NewAPI(runner, APIConfig{
 		Token:     cfg.Token,
 		MaxBody:   cfg.MaxBody,
-		Policy:    Policy{AllowHosts: cfg.AllowHosts, Guard: &guard, Commands: cfg.Commands, Retry: retry},
+		Policy:    Policy{AllowHosts: cfg.AllowHosts, Guard: &guard, Commands: cfg.Commands, Retry: retry, HTTPRetry: httpRetry},
 		Metrics:   metrics.Handler(),
 		Dashboard: dash,
 		Logger:    cfg.Logger,
@@ -299,6 +309,17 @@ func openSecrets(cfg Config) (*Secrets, func(), error) {
 // DefaultRetry is runlog's default retry policy, used to fill the fields a
 // job's retry object leaves out when the server was given none.
 var DefaultRetry = runlog.RetryPolicy{Attempts: 10, Base: 500 * time.Millisecond, Cap: 30 * time.Second}
+
+// DefaultHTTPRetry is the retry policy of http jobs when neither the job
+// nor the server chose one: a webhook sender's schedule over about a day.
+// 15 attempts, the waits doubling from 7 s (each jittered into [d/2, d]):
+// 7 s, 14 s, 28 s, 56 s, 1m52s, 3m44s, 7m28s, 15 m, 30 m, 1 h, 2 h, 4 h,
+// 8 h and 16 h at most, 31.9 h in all at most, 23.9 h on average and 15.9
+// h at least. The cap, 24 h, is not reached by the backoff: it is there as
+// the bound of a target's Retry-After (kinds.MaxRetryAfter), which the
+// engine caps at the policy's cap, so that a receiver asking for an hour is
+// called again after an hour, not after the backoff's longest wait.
+var DefaultHTTPRetry = runlog.RetryPolicy{Attempts: 15, Base: 7 * time.Second, Cap: kinds.MaxRetryAfter}
 
 // Addr returns the address the server listens on (with the real port when
 // Config.Addr asked for port 0).
