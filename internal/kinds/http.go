@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
@@ -317,8 +318,9 @@ func NewClient(conns int, g *Guard) *http.Client {
 // HTTP returns the handler of the http kind under cfg: cfg.Client sends the
 // requests (nil means NewClient(64, &cfg.Guard)); cfg.AllowHosts is checked
 // again before each delivery. The handler adds the Runlog-Job-Id and
-// Runlog-Attempt headers, records the status line and the first KiB of the
-// body as the attempt's output, and maps the answer onto an outcome as the
+// Runlog-Attempt headers, records the attempt's delivery log (Delivery:
+// status, some response headers, the first KiB of the body, the duration,
+// the remote address) as its output, and maps the answer onto an outcome as the
 // package doc says. A delivery the SSRF guard refuses fails permanently.
 // With cfg.Signer, a delivery to a target that has keys is signed per the
 // Standard Webhooks spec (webhook-id, webhook-timestamp, webhook-signature,
@@ -375,18 +377,32 @@ func (d *deliverer) deliver(ctx context.Context, req HTTPRequest) error {
 			}
 		}
 	}
+	var log Delivery
+	trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		if ci.Conn != nil {
+			log.RemoteAddr = ci.Conn.RemoteAddr().String()
+		}
+	}}
+	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, trace))
+	start := time.Now()
 	resp, err := d.client.Do(hreq)
 	if err != nil {
 		var ge *GuardError
 		if errors.As(err, &ge) {
 			return runlog.Permanent(fmt.Errorf("not delivered, the target was not contacted: %w", ge))
 		}
+		log.DurationMS, log.Error = ms(time.Since(start)), err.Error()
+		runlog.RecordOutput(ctx, log.Encode())
 		return fmt.Errorf("deliver %s: %w", req.Method, err)
 	}
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, responseHead))
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, responseHead+1))
+	log.BodyTruncated = len(head) > responseHead
+	head = head[:min(len(head), responseHead)]
+	log.DurationMS = ms(time.Since(start))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, responseDrain))
 	_ = resp.Body.Close()
-	runlog.RecordOutput(ctx, append([]byte(resp.Status+"\n"), head...))
+	log.Status, log.StatusLine, log.Headers, log.Body = resp.StatusCode, resp.Status, logHeaders(resp.Header), string(head)
+	runlog.RecordOutput(ctx, log.Encode())
 	out := statusOutcome(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now())
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		return d.redirected(ctx, resp, out)

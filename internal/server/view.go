@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/kinds"
 )
 
 // Job is the JSON form of a job in the API (GET /v1/jobs/{id}, and the items
@@ -47,7 +48,13 @@ type Attempt struct {
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 	Outcome   string    `json:"outcome"`
 	Error     string    `json:"error"`
-	Output    string    `json:"output"`
+	// Output is what the attempt recorded; for an http delivery, the
+	// status line and the first bytes of the body (Delivery has the rest).
+	Output string `json:"output"`
+	// Delivery is the delivery log of an http attempt: status, a bounded
+	// set of response headers, the first bytes of the body, the duration
+	// and the remote address.
+	Delivery *kinds.Delivery `json:"delivery,omitempty"`
 }
 
 // JobList is the answer of GET /v1/jobs. Next is the cursor of the next page
@@ -136,7 +143,11 @@ func jobView(j runlog.Job, withHistory bool) Job {
 	if withHistory {
 		v.History = make([]Attempt, 0, len(j.History))
 		for _, a := range j.History {
-			v.History = append(v.History, Attempt(a))
+			at := Attempt{N: a.N, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Outcome: a.Outcome, Error: a.Error, Output: a.Output}
+			if d, ok := kinds.DecodeDelivery([]byte(a.Output)); ok {
+				at.Delivery, at.Output = &d, d.Text()
+			}
+			v.History = append(v.History, at)
 		}
 	}
 	return v
