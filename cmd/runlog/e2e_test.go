@@ -20,20 +20,48 @@ import (
 // recorder is a loopback target that counts deliveries per job id and
 // answers by path: /ok 200, /flaky 503 (with Retry-After) to the first two
 // deliveries of a job then 200, /bad 400, /gone always 503.
+//
+// With a key (newSignedRecorder), every delivery must be signed with it: one
+// that is not gets 401 and is counted in badSigs, and so is a job whose
+// deliveries carry more than one webhook-id.
 type recorder struct {
-	mu    sync.Mutex
-	count map[uint64]int
-	srv   *httptest.Server
+	mu      sync.Mutex
+	count   map[uint64]int
+	srv     *httptest.Server
+	key     []byte
+	msgIDs  map[uint64]string
+	badSigs int
 }
 
-func newRecorder(t *testing.T) *recorder {
-	rec := &recorder{count: map[uint64]int{}}
+func newRecorder(t *testing.T) *recorder { return newSignedRecorder(t, nil) }
+
+func newSignedRecorder(t *testing.T, key []byte) *recorder {
+	rec := &recorder{count: map[uint64]int{}, key: key, msgIDs: map[uint64]string{}}
 	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		body, _ := io.ReadAll(r.Body)
 		id, err := strconv.ParseUint(r.Header.Get(kinds.HeaderJobID), 10, 64)
 		if err != nil {
 			http.Error(w, "no job id", http.StatusBadRequest)
 			return
+		}
+		if rec.key != nil {
+			msgID := r.Header.Get("webhook-id")
+			ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
+			want := string(kinds.AppendSignature(nil, rec.key, msgID, ts, string(body)))
+			rec.mu.Lock()
+			first, seen := rec.msgIDs[id]
+			if !seen {
+				rec.msgIDs[id] = msgID
+			}
+			bad := msgID == "" || r.Header.Get("webhook-signature") != want || seen && first != msgID
+			if bad {
+				rec.badSigs++
+			}
+			rec.mu.Unlock()
+			if bad {
+				http.Error(w, "bad signature", http.StatusUnauthorized)
+				return
+			}
 		}
 		rec.mu.Lock()
 		rec.count[id]++

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/runlog/runlog/internal/kinds"
 	"github.com/runlog/runlog/internal/server"
 )
 
@@ -36,9 +38,20 @@ func TestKill9Loop(t *testing.T) {
 	t.Logf("seed %d (set RUNLOG_SEED to replay the kill timings), %d cycles", seed, cycles)
 	rng := rand.New(rand.NewPCG(seed, 1))
 
-	rec := newRecorder(t)
+	// Every delivery is signed (Standard Webhooks) and the target checks
+	// each signature and that a job keeps its webhook-id across attempts.
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	key, err := kinds.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretFile := filepath.Join(t.TempDir(), "signing-secret")
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := newSignedRecorder(t, key)
 	dir := t.TempDir()
-	args := []string{"--retry-attempts", "50", "--retry-base", "1ms", "--retry-cap", "5ms", "--breaker-threshold", "100000", "--concurrency", "16"}
+	args := []string{"--signing-secret-file", secretFile, "--retry-attempts", "50", "--retry-base", "1ms", "--retry-cap", "5ms", "--breaker-threshold", "100000", "--concurrency", "16"}
 	var acked []uint64
 	for cycle := range cycles {
 		p := startServe(t, dir, args...)
@@ -65,7 +78,7 @@ func TestKill9Loop(t *testing.T) {
 					default:
 					}
 					created, err := c.Enqueue(context.Background(), server.JobRequest{
-						Kind: "http", URL: rec.srv.URL + "/ok", Key: fmt.Sprintf("c%d-g%d-%d", cycle, g, i),
+						Kind: "http", URL: rec.srv.URL + "/ok", Key: fmt.Sprintf("c%d-g%d-%d", cycle, g, i), Body: fmt.Sprintf(`{"cycle":%d,"g":%d,"i":%d}`, cycle, g, i),
 					})
 					if err != nil {
 						var apiErr *server.APIError
@@ -118,6 +131,12 @@ func TestKill9Loop(t *testing.T) {
 		if d > 1 {
 			repeated++
 		}
+	}
+	rec.mu.Lock()
+	bad := rec.badSigs
+	rec.mu.Unlock()
+	if bad > 0 {
+		t.Errorf("%d deliveries had a bad signature or changed their job's webhook-id", bad)
 	}
 	t.Logf("%d acknowledged jobs over %d kills; %d delivered more than once (each after a cut attempt)", len(acked), cycles, repeated)
 	if code := p.stop(t); code != 0 {

@@ -62,6 +62,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url string, delay time.Duration, deliver bool, stdout io.Writer) error {
 	var (
 		delivered atomic.Int64
+		signed    atomic.Int64 // deliveries with a webhook-signature
 		lastNanos atomic.Int64
 	)
 	ownTarget := url == ""
@@ -72,7 +73,10 @@ func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url stri
 		if err != nil {
 			return fmt.Errorf("no-op target: %w", err)
 		}
-		target := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		target := &http.Server{Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Webhook-Signature") != "" {
+				signed.Add(1)
+			}
 			delivered.Add(1)
 			lastNanos.Store(time.Now().UnixNano())
 		})}
@@ -180,8 +184,8 @@ func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url stri
 				end = time.Unix(0, last)
 			}
 			took := end.Sub(dueAt)
-			fmt.Fprintf(stdout, "deliver: %d jobs finished (succeeded %d, failed %d) in %v after becoming due = %.0f jobs/s; the target saw %d deliveries\n",
-				n, s.Succeeded-before.Succeeded, s.Failed-before.Failed, took.Round(time.Millisecond), float64(n)/took.Seconds(), delivered.Load())
+			fmt.Fprintf(stdout, "deliver: %d jobs finished (succeeded %d, failed %d) in %v after becoming due = %.0f jobs/s; the target saw %d deliveries, %d of them signed\n",
+				n, s.Succeeded-before.Succeeded, s.Failed-before.Failed, took.Round(time.Millisecond), float64(n)/took.Seconds(), delivered.Load(), signed.Load())
 			return nil
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,28 @@ type serveFlags struct {
 	logFormat, logLevel                string
 	dashboard, dashboardReadOnly       bool
 	metricsTargets                     int
+	allowPrivateTargets                bool
+	signingSecretFile                  string
+	// retryChosen: a --retry-* flag (or its RUNLOG_ variable) was given.
+	retryChosen bool
+}
+
+// retryFlags are the flags of the server's retry policy.
+var retryFlags = []string{"retry-attempts", "retry-base", "retry-cap", "retry-deadline"}
+
+// noteRetryChosen sets f.retryChosen when fs was given a retry flag, on the
+// command line or in the environment.
+func (f *serveFlags) noteRetryChosen(fs *flag.FlagSet) {
+	fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(retryFlags, fl.Name) {
+			f.retryChosen = true
+		}
+	})
+	for _, name := range retryFlags {
+		if os.Getenv(envName(name)) != "" {
+			f.retryChosen = true
+		}
+	}
 }
 
 // register defines the flags on fs with their defaults.
@@ -47,7 +70,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", 64, "attempts running at once (the pool)")
 	fs.IntVar(&f.targetConcurrency, "target-concurrency", 0, "attempts running at once per target; 0 = no limit")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "default attempt timeout")
-	fs.IntVar(&f.retryAttempts, "retry-attempts", server.DefaultRetry.Attempts, "default attempts per job, the first included")
+	fs.IntVar(&f.retryAttempts, "retry-attempts", server.DefaultRetry.Attempts, "default attempts per job, the first included (any --retry-* flag sets the policy of http jobs too, which is otherwise a webhook schedule over a day: 15 attempts from 7s, cap 24h)")
 	fs.DurationVar(&f.retryBase, "retry-base", server.DefaultRetry.Base, "default first backoff")
 	fs.DurationVar(&f.retryCap, "retry-cap", server.DefaultRetry.Cap, "default longest backoff")
 	fs.DurationVar(&f.retryDeadline, "retry-deadline", 0, "default deadline from a job's first due time; 0 = none")
@@ -57,6 +80,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.breakerProbes, "breaker-probes", 1, "attempts a half-open breaker lets through")
 	fs.Var(&f.exec, "exec", "register a command for exec jobs as `NAME=PATH` (repeatable)")
 	fs.Var(&f.allowHosts, "allow-host", "allow http jobs to target this `host` (or host:port, *.domain); repeatable; none = any host")
+	fs.BoolVar(&f.allowPrivateTargets, "allow-private-targets", false, "let http jobs reach loopback, private and unique-local addresses although the server listens beyond loopback (the SSRF guard refuses them by default there; link-local and cloud metadata stay refused)")
+	fs.StringVar(&f.signingSecretFile, "signing-secret-file", "", "sign http deliveries (Standard Webhooks) with the secret in this `file` (whsec_ and base64), for every target without secrets of its own (PUT /v1/targets/secrets)")
 	fs.Var(&f.hostnames, "hostname", "also answer to requests for this host `name` (besides the --addr host, localhost and loopback IPs; on 0.0.0.0 also any IP and the machine's name); repeatable")
 	f.maxBody = server.DefaultMaxBody
 	fs.Var(&f.maxBody, "max-body", "largest request body (and job payload), e.g. 1MiB")
@@ -123,6 +148,27 @@ func (f *serveFlags) readToken() (string, error) {
 	return token, nil
 }
 
+// readSigningSecret returns the secret of --signing-secret-file (white space
+// around it trimmed), "" without the flag. The errors never repeat the
+// secret.
+func (f *serveFlags) readSigningSecret() (string, error) {
+	if f.signingSecretFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(f.signingSecretFile)
+	if err != nil {
+		return "", fmt.Errorf("--signing-secret-file: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", fmt.Errorf("--signing-secret-file %s is empty: write a secret into it, e.g. echo whsec_$(openssl rand -base64 32) > %s", f.signingSecretFile, f.signingSecretFile)
+	}
+	if _, err := kinds.ParseSecret(secret); err != nil {
+		return "", fmt.Errorf("--signing-secret-file %s: %w", f.signingSecretFile, err)
+	}
+	return secret, nil
+}
+
 // config turns the flags into a server configuration.
 func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	token, err := f.readToken()
@@ -146,6 +192,16 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	if f.metricsTargets < 1 {
 		return server.Config{}, fmt.Errorf("--metrics-targets %d: must be 1 or more", f.metricsTargets)
 	}
+	retry := runlog.RetryPolicy{Attempts: f.retryAttempts, Base: f.retryBase, Cap: f.retryCap, Deadline: f.retryDeadline}
+	if !f.retryChosen {
+		// Each kind keeps its own default: http jobs a webhook schedule
+		// over a day (server.DefaultHTTPRetry), exec jobs these flags'.
+		retry = runlog.RetryPolicy{}
+	}
+	secret, err := f.readSigningSecret()
+	if err != nil {
+		return server.Config{}, err
+	}
 	return server.Config{
 		Dir:      f.data,
 		Postgres: f.postgres,
@@ -155,17 +211,19 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 			Concurrency:       f.concurrency,
 			TargetConcurrency: f.targetConcurrency,
 			Timeout:           f.timeout,
-			Retry:             runlog.RetryPolicy{Attempts: f.retryAttempts, Base: f.retryBase, Cap: f.retryCap, Deadline: f.retryDeadline},
+			Retry:             retry,
 			Breaker:           runlog.BreakerConfig{Threshold: f.breakerThreshold, Window: f.breakerWindow, Cooldown: f.breakerCooldown, Probes: f.breakerProbes},
 		},
-		Commands:          cmds,
-		AllowHosts:        f.allowHosts,
-		Hostnames:         f.hostnames,
-		MaxBody:           int64(f.maxBody),
-		MetricsTargets:    f.metricsTargets,
-		Logger:            log,
-		NoDashboard:       !f.dashboard,
-		DashboardReadOnly: f.dashboardReadOnly,
+		Commands:            cmds,
+		AllowHosts:          f.allowHosts,
+		AllowPrivateTargets: f.allowPrivateTargets,
+		SigningSecret:       secret,
+		Hostnames:           f.hostnames,
+		MaxBody:             int64(f.maxBody),
+		MetricsTargets:      f.metricsTargets,
+		Logger:              log,
+		NoDashboard:         !f.dashboard,
+		DashboardReadOnly:   f.dashboardReadOnly,
 	}, nil
 }
 
@@ -181,6 +239,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runlog serve: unexpected argument %q\n", pos[0])
 		return exitUsage
 	}
+	f.noteRetryChosen(fs)
 	log, err := f.logger(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "runlog serve:", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/kinds"
 	"github.com/runlog/runlog/internal/testwait"
 )
 
@@ -31,10 +32,11 @@ type bundle struct {
 
 // testKinds are the kinds of the test runner: "ok" succeeds, "bad" fails
 // permanently, "retry" fails retryably (its target's breaker counts it), "slow"
-// runs until cancelled.
+// runs until cancelled, "http" is the built-in http kind.
 func testKinds() map[string]runlog.Handler {
 	return map[string]runlog.Handler{
-		"ok": runlog.Handle(func(ctx context.Context, p []byte) error { return nil }),
+		kinds.KindHTTP: kinds.HTTP(kinds.Config{}),
+		"ok":           runlog.Handle(func(ctx context.Context, p []byte) error { return nil }),
 		"bad": runlog.Handle(func(ctx context.Context, p []byte) error {
 			return runlog.Permanent(errors.New("400 Bad Request: the target refused the payload"))
 		}),

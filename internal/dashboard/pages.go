@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/kinds"
 )
 
 // pageData is what every page template gets: the common fields set by
@@ -294,6 +295,8 @@ type attemptView struct {
 	runlog.Attempt
 	Duration time.Duration // so far, while running
 	Running  bool
+	// Delivery is the delivery log of an http attempt, nil for any other.
+	Delivery *kinds.Delivery
 }
 
 // parseID reads a job id: decimal digits only.
@@ -325,6 +328,9 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 	d.Payload, d.PayloadNote = prettyPayload(j.Payload)
 	for _, a := range j.History {
 		v := attemptView{Attempt: a}
+		if d, ok := kinds.DecodeDelivery([]byte(a.Output)); ok {
+			v.Delivery = &d
+		}
 		if a.EndedAt.IsZero() {
 			v.Running, v.Duration = true, now.Sub(a.StartedAt)
 		} else {

@@ -3,11 +3,13 @@ package kinds
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
@@ -288,14 +290,21 @@ func HostAllowed(u *url.URL, allow []string) bool {
 }
 
 // NewClient returns the client the http kind uses by default: it keeps up to
-// conns idle connections per host, never follows redirects (a 3xx is the
-// target's answer) and has no overall timeout (the attempt's context bounds
-// each delivery).
-func NewClient(conns int) *http.Client {
+// conns idle connections per host, dials through the SSRF guard g (nil: the
+// zero Guard, the rules that hold always), uses no proxy (a proxy would be
+// the address dialled, and the guard could not check the target), never
+// follows redirects (a 3xx is the target's answer) and has no overall
+// timeout (the attempt's context bounds each delivery).
+func NewClient(conns int, g *Guard) *http.Client {
 	if conns < 1 {
 		conns = 1
 	}
+	if g == nil {
+		g = &Guard{}
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.DialContext = g.dialContext
 	tr.MaxIdleConns = 4 * conns
 	tr.MaxIdleConnsPerHost = conns
 	return &http.Client{
@@ -306,26 +315,40 @@ func NewClient(conns int) *http.Client {
 	}
 }
 
-// HTTP returns the handler of the http kind. client sends the requests (nil
-// means NewClient(64)); allow is the allow-list of target hosts, checked
+// HTTP returns the handler of the http kind under cfg: cfg.Client sends the
+// requests (nil means NewClient(64, &cfg.Guard)); cfg.AllowHosts is checked
 // again before each delivery. The handler adds the Runlog-Job-Id and
-// Runlog-Attempt headers, records the status line and the first KiB of the
-// body as the attempt's output, and maps the answer onto an outcome as the
-// package doc says.
-func HTTP(client *http.Client, allow []string) runlog.Handler {
+// Runlog-Attempt headers, records the attempt's delivery log (Delivery:
+// status, some response headers, the first KiB of the body, the duration,
+// the remote address) as its output, and maps the answer onto an outcome as the
+// package doc says. A delivery the SSRF guard refuses fails permanently.
+// With cfg.Signer, a delivery to a target that has keys is signed per the
+// Standard Webhooks spec (webhook-id, webhook-timestamp, webhook-signature,
+// replacing any the job set itself).
+func HTTP(cfg Config) runlog.Handler {
+	client := cfg.Client
 	if client == nil {
-		client = NewClient(64)
+		client = NewClient(64, &cfg.Guard)
 	}
+	d := &deliverer{client: client, allow: cfg.AllowHosts, guard: &cfg.Guard, signer: cfg.Signer}
 	return runlog.Handle(func(ctx context.Context, req HTTPRequest) error {
-		return deliver(ctx, client, allow, req)
+		return d.deliver(ctx, req)
 	})
 }
 
-func deliver(ctx context.Context, client *http.Client, allow []string, req HTTPRequest) error {
+// deliverer is the http kind's handler state.
+type deliverer struct {
+	client *http.Client
+	allow  []string
+	guard  *Guard
+	signer Signer
+}
+
+func (d *deliverer) deliver(ctx context.Context, req HTTPRequest) error {
 	// Checked again: the job may have been journaled by an older version
 	// that let more through (a Host header, a host since removed from the
 	// allow-list). Such a job fails at once, without contacting anyone.
-	if err := req.Validate(allow); err != nil {
+	if err := req.Validate(d.allow); err != nil {
 		return runlog.Permanent(fmt.Errorf("refused before delivery, the target was not contacted: %w", err))
 	}
 	var body io.Reader
@@ -345,16 +368,60 @@ func deliver(ctx context.Context, client *http.Client, allow []string, req HTTPR
 	if info, ok := runlog.AttemptFrom(ctx); ok {
 		hreq.Header.Set(HeaderJobID, strconv.FormatUint(info.JobID, 10))
 		hreq.Header.Set(HeaderAttempt, strconv.Itoa(info.Attempt))
+		if d.signer != nil {
+			if keys := d.signer.Keys(info.Target); len(keys) > 0 {
+				id, ts := d.signer.MessageID(info.JobID), time.Now().Unix()
+				hreq.Header.Set(HeaderWebhookID, id)
+				hreq.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+				hreq.Header.Set(HeaderWebhookSignature, SignatureHeader(keys, id, ts, req.Body))
+			}
+		}
 	}
-	resp, err := client.Do(hreq)
+	var log Delivery
+	trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		if ci.Conn != nil {
+			log.RemoteAddr = ci.Conn.RemoteAddr().String()
+		}
+	}}
+	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, trace))
+	start := time.Now()
+	resp, err := d.client.Do(hreq)
 	if err != nil {
+		var ge *GuardError
+		if errors.As(err, &ge) {
+			return runlog.Permanent(fmt.Errorf("not delivered, the target was not contacted: %w", ge))
+		}
+		log.DurationMS, log.Error = ms(time.Since(start)), err.Error()
+		runlog.RecordOutput(ctx, log.Encode())
 		return fmt.Errorf("deliver %s: %w", req.Method, err)
 	}
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, responseHead))
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, responseHead+1))
+	log.BodyTruncated = len(head) > responseHead
+	head = head[:min(len(head), responseHead)]
+	log.DurationMS = ms(time.Since(start))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, responseDrain))
 	_ = resp.Body.Close()
-	runlog.RecordOutput(ctx, append([]byte(resp.Status+"\n"), head...))
-	return statusOutcome(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now())
+	log.Status, log.StatusLine, log.Headers, log.Body = resp.StatusCode, resp.Status, logHeaders(resp.Header), string(head)
+	runlog.RecordOutput(ctx, log.Encode())
+	out := statusOutcome(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now())
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return d.redirected(ctx, resp, out)
+	}
+	return out
+}
+
+// redirected is the outcome of a 3xx answer: a permanent failure (err), which
+// names the Location and says whether the SSRF guard would refuse it, so
+// that a redirect aimed at an internal address is reported as what it is.
+func (d *deliverer) redirected(ctx context.Context, resp *http.Response, err error) error {
+	loc, lerr := resp.Location()
+	if lerr != nil {
+		return err
+	}
+	if gerr := d.guard.checkLocation(ctx, loc); gerr != nil {
+		return runlog.Permanent(fmt.Errorf("target answered HTTP %d with Location %s, not followed (redirects never are): %w", resp.StatusCode, loc.Redacted(), gerr))
+	}
+	return runlog.Permanent(fmt.Errorf("target answered HTTP %d %s with Location %s: redirects are not followed; point the job at the new URL", resp.StatusCode, http.StatusText(resp.StatusCode), loc.Redacted()))
 }
 
 // statusClass is how the http kind judges a response status.

@@ -173,7 +173,7 @@ func TestParseRetryAfter(t *testing.T) {
 
 func TestNewClientDoesNotFollowRedirects(t *testing.T) {
 	t.Parallel()
-	c := NewClient(4)
+	c := NewClient(4, nil)
 	if c.CheckRedirect == nil || c.CheckRedirect(nil, nil) != http.ErrUseLastResponse {
 		t.Fatal("the http kind's client must return 3xx answers instead of following them")
 	}

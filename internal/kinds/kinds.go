@@ -8,7 +8,8 @@
 // result onto runlog outcomes:
 //
 //	http: 2xx success; network error, 408, 429, 5xx retryable (Retry-After
-//	      honoured); 3xx and other 4xx permanent
+//	      honoured); 3xx and other 4xx permanent; an address the SSRF
+//	      guard refuses (see Guard) permanent, the target not contacted
 //	exec: exit 0 success; exit 75 (EX_TEMPFAIL) retryable; any other exit
 //	      permanent; killed by a cancelled attempt retryable
 package kinds
@@ -41,8 +42,15 @@ var (
 
 // Config configures the built-in kinds.
 type Config struct {
-	// Client sends the http kind's requests. Defaults to NewClient(64).
+	// Client sends the http kind's requests. Defaults to NewClient(64,
+	// &Guard). A client given here must dial through the same Guard (see
+	// NewClient), or the guard checks nothing at delivery.
 	Client *http.Client
+	// Guard is the SSRF guard every delivery dials through.
+	Guard Guard
+	// Signer, when not nil, signs the deliveries to the targets it has
+	// keys for.
+	Signer Signer
 	// AllowHosts, when not empty, is the list of hosts (or host:port pairs)
 	// that http jobs may target. It is checked at enqueue by
 	// HTTPRequest.Validate and again before each delivery.
@@ -57,7 +65,7 @@ type Config struct {
 // name, ready for runlog.Config.Handlers.
 func Handlers(cfg Config) map[string]runlog.Handler {
 	return map[string]runlog.Handler{
-		KindHTTP: HTTP(cfg.Client, cfg.AllowHosts),
+		KindHTTP: HTTP(cfg),
 		KindExec: Exec(cfg.Commands),
 	}
 }

@@ -185,25 +185,37 @@ func TestHTTPKindOutcomes(t *testing.T) {
 	if redirected {
 		t.Error("the http kind followed a redirect; a 3xx must be the target's answer")
 	}
-	// Outputs: the status line and the first bytes of the body.
+	// Outputs: the delivery log of each attempt.
 	jobs, err := r.List(ctx, runlog.ListFilter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, port, _ := net.SplitHostPort(target.Listener.Addr().String())
 	for _, j := range jobs.Jobs {
 		out := j.History[len(j.History)-1].Output
+		d, ok := kinds.DecodeDelivery([]byte(out))
+		if strings.Contains(string(j.Payload), "/nobody") {
+			if !ok || d.Status != 0 || d.Error == "" {
+				t.Errorf("closed port: delivery log %+v (%v) of %q", d, ok, out)
+			}
+			continue
+		}
+		if !ok || d.RemoteAddr != "127.0.0.1:"+port || d.DurationMS <= 0 || (d.Status != 0 && d.Headers["Date"] == "") {
+			t.Errorf("%s: delivery log %+v (%v) of %q; want the remote address, a duration and the headers", j.Payload, d, ok, out)
+			continue
+		}
 		switch {
 		case strings.Contains(string(j.Payload), "/ok"):
-			if !strings.HasPrefix(out, "200 OK\n") || !strings.Contains(out, "fine: payload-/ok") {
-				t.Errorf("/ok output %q", out)
+			if d.Status != 200 || d.StatusLine != "200 OK" || d.Body != "fine: payload-/ok" || d.BodyTruncated || !strings.HasPrefix(d.Text(), "200 OK\n") {
+				t.Errorf("/ok delivery log %+v", d)
 			}
 		case strings.Contains(string(j.Payload), "/big"):
-			if len(out) > 1100 || !strings.HasPrefix(out, "200 OK\nxxx") {
-				t.Errorf("/big output is %d bytes; want the status and the first KiB of the body", len(out))
+			if len(d.Body) != 1024 || !d.BodyTruncated || !strings.HasPrefix(d.Body, "xxx") {
+				t.Errorf("/big delivery log keeps %d bytes of the body, truncated %v; want the first KiB, truncated", len(d.Body), d.BodyTruncated)
 			}
 		case strings.Contains(string(j.Payload), "/bad"):
-			if !strings.HasPrefix(out, "400 Bad Request\nno such thing") || j.History[0].Outcome != "permanent" {
-				t.Errorf("/bad output %q, outcome %q", out, j.History[0].Outcome)
+			if d.Status != 400 || !strings.HasPrefix(d.Body, "no such thing") || j.History[0].Outcome != "permanent" {
+				t.Errorf("/bad delivery log %+v, outcome %q", d, j.History[0].Outcome)
 			}
 		}
 	}

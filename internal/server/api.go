@@ -42,6 +42,10 @@ type APIConfig struct {
 	Dashboard http.Handler
 	// Logger receives a line per failed request. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Secrets, when not nil, are the signing secrets that PUT and DELETE
+	// /v1/targets/secrets change and GET /v1/targets lists (ids only);
+	// without them those paths answer 404.
+	Secrets *Secrets
 	// Limiter, when not nil, throttles wrong tokens (429 with Retry-After);
 	// share it with the dashboard's Options.Limiter.
 	Limiter *authlimit.Limiter
@@ -85,6 +89,8 @@ func (a *API) routes() {
 	m.HandleFunc("POST /v1/jobs/{id}/cancel", a.cancel)
 	m.HandleFunc("POST /v1/jobs/{id}/retry", a.retry)
 	m.HandleFunc("GET /v1/targets", a.targets)
+	m.HandleFunc("PUT /v1/targets/secrets", a.putSecret)
+	m.HandleFunc("DELETE /v1/targets/secrets", a.deleteSecret)
 	m.HandleFunc("GET /v1/stats", a.stats)
 	m.HandleFunc("GET /v1/openapi.yaml", serveOpenAPI)
 	if a.cfg.Metrics != nil {
@@ -97,6 +103,7 @@ func (a *API) routes() {
 		// Only GET: other methods on /v1/jobs/batch fall to /v1/jobs/{id}.
 		"GET /v1/jobs/batch": "POST",
 		"/v1/targets":        "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
+		"/v1/targets/secrets": "PUT, DELETE",
 	}
 	if a.cfg.Metrics != nil {
 		allowed["/metrics"] = "GET"
@@ -376,7 +383,118 @@ func (a *API) targets(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, targetsView(s))
+	var secrets map[string][]SecretInfo
+	hasDefault := false
+	if a.cfg.Secrets != nil {
+		secrets, hasDefault = a.cfg.Secrets.List(), a.cfg.Secrets.HasDefault()
+	}
+	writeJSON(w, http.StatusOK, targetsView(s, secrets, hasDefault))
+}
+
+// SecretRequest is the body of PUT and DELETE /v1/targets/secrets.
+type SecretRequest struct {
+	Target string `json:"target"`
+	// Secret (PUT) is "whsec_" and 24 to 64 bytes in base64; empty makes
+	// one, shown once in the answer.
+	Secret string `json:"secret,omitempty"`
+	// SecretID (DELETE) names the secret to retire.
+	SecretID string `json:"secret_id,omitempty"`
+}
+
+// SecretCreated is the answer of PUT /v1/targets/secrets: the new secret's
+// id and creation time, the secret itself only when the server made it.
+type SecretCreated struct {
+	Target    string    `json:"target"`
+	SecretID  string    `json:"secret_id"`
+	CreatedAt time.Time `json:"created_at"`
+	// Secret is set only when the request left it out.
+	Secret string `json:"secret,omitempty"`
+	// Active is every secret that now signs the target's deliveries.
+	Active []SecretInfo `json:"active"`
+}
+
+// SecretsOfTarget is the answer of DELETE /v1/targets/secrets: the
+// target's secrets that remain active.
+type SecretsOfTarget struct {
+	Target string       `json:"target"`
+	Active []SecretInfo `json:"active"`
+}
+
+// decodeStrict decodes one JSON object into v, refusing unknown fields and
+// data after it; what says what the body should be.
+func decodeStrict(body []byte, v any, what string) error {
+	if err := checkText(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("the body must be %s: %v", what, err)
+	}
+	if !onlySpace(body[dec.InputOffset():]) {
+		return badRequest("the body has data after the object; send one %s", what)
+	}
+	return nil
+}
+
+// secretRequest reads the body of PUT or DELETE /v1/targets/secrets
+// (what shows its shape in errors); false means it answered already.
+func (a *API) secretRequest(w http.ResponseWriter, r *http.Request, what string) (*Secrets, SecretRequest, bool) {
+	var in SecretRequest
+	if a.cfg.Secrets == nil {
+		a.fail(w, r, fmt.Errorf("%w: this server keeps no signing secrets", runlog.ErrNotFound))
+		return nil, in, false
+	}
+	body, ok := a.readBody(w, r)
+	if !ok {
+		return nil, in, false
+	}
+	if err := decodeStrict(body, &in, what); err != nil {
+		a.fail(w, r, err)
+		return nil, in, false
+	}
+	return a.cfg.Secrets, in, true
+}
+
+func (a *API) putSecret(w http.ResponseWriter, r *http.Request) {
+	sec, in, ok := a.secretRequest(w, r, `{"target": "...", "secret": "whsec_..."}`)
+	if !ok {
+		return
+	}
+	if in.SecretID != "" {
+		a.fail(w, r, badRequest("secret_id is chosen by the server; send target and secret only"))
+		return
+	}
+	info, made, err := sec.Add(r.Context(), in.Target, in.Secret)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	target, _ := secretTarget(in.Target)
+	a.cfg.Logger.Info("signing secret added", "target", target, "secret_id", info.ID)
+	writeJSON(w, http.StatusCreated, SecretCreated{Target: target, SecretID: info.ID, CreatedAt: info.CreatedAt, Secret: made, Active: sec.List()[target]})
+}
+
+func (a *API) deleteSecret(w http.ResponseWriter, r *http.Request) {
+	sec, in, ok := a.secretRequest(w, r, `{"target": "...", "secret_id": "sec_..."}`)
+	if !ok {
+		return
+	}
+	if in.Secret != "" {
+		a.fail(w, r, badRequest("name the secret by its secret_id (GET /v1/targets lists them), not by the secret"))
+		return
+	}
+	if in.SecretID == "" {
+		a.fail(w, r, badRequest("secret_id is required (GET /v1/targets lists them)"))
+		return
+	}
+	if err := sec.Remove(r.Context(), in.Target, in.SecretID); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	target, _ := secretTarget(in.Target)
+	a.cfg.Logger.Info("signing secret retired", "target", target, "secret_id", in.SecretID)
+	writeJSON(w, http.StatusOK, SecretsOfTarget{Target: target, Active: orEmpty(sec.List()[target])})
 }
 
 func (a *API) stats(w http.ResponseWriter, r *http.Request) {
@@ -472,7 +590,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, runlog.ErrInvalid), errors.Is(err, runlog.ErrUnknownKind):
 		return http.StatusBadRequest
-	case errors.Is(err, runlog.ErrNotFound):
+	case errors.Is(err, runlog.ErrNotFound), errors.Is(err, ErrSecretNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, runlog.ErrFinished), errors.Is(err, runlog.ErrNotFailed):
 		return http.StatusConflict

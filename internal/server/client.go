@@ -118,6 +118,29 @@ func (c *Client) Targets(ctx context.Context) (TargetList, error) {
 	return out, err
 }
 
+// PutSecret adds a signing secret to target (secret "" lets the server
+// make one, returned in the answer).
+func (c *Client) PutSecret(ctx context.Context, target, secret string) (SecretCreated, error) {
+	var out SecretCreated
+	body, err := json.Marshal(SecretRequest{Target: target, Secret: secret})
+	if err != nil {
+		return out, err
+	}
+	_, err = c.do(ctx, http.MethodPut, "/v1/targets/secrets", body, &out)
+	return out, err
+}
+
+// DeleteSecret retires the secret id of target.
+func (c *Client) DeleteSecret(ctx context.Context, target, id string) (SecretsOfTarget, error) {
+	var out SecretsOfTarget
+	body, err := json.Marshal(SecretRequest{Target: target, SecretID: id})
+	if err != nil {
+		return out, err
+	}
+	_, err = c.do(ctx, http.MethodDelete, "/v1/targets/secrets", body, &out)
+	return out, err
+}
+
 // Stats returns the job counts.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var out Stats

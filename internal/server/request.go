@@ -68,11 +68,19 @@ type Policy struct {
 	// AllowHosts, when not empty, limits the hosts http jobs may target
 	// (see kinds.HostAllowed).
 	AllowHosts []string
+	// Guard, when not nil, refuses at enqueue an http job whose URL is a
+	// literal address it would refuse at delivery (see
+	// kinds.Guard.CheckTarget).
+	Guard *kinds.Guard
 	// Commands are the exec commands the operator registered (name → path).
 	Commands map[string]string
 	// Retry is the default retry policy; a request's retry object overrides
 	// the fields it gives.
 	Retry runlog.RetryPolicy
+	// HTTPRetry, when not zero, is the default retry policy of http jobs
+	// instead of Retry: a job without a retry object gets it, and a job's
+	// retry object overrides its fields.
+	HTTPRetry runlog.RetryPolicy
 }
 
 // DecodeJobRequest decodes and validates the JSON body of POST /v1/jobs into
@@ -236,6 +244,11 @@ func (req *JobRequest) Resolve(p Policy) (runlog.JobRequest, error) {
 		if out.Target, err = hr.Check(p.AllowHosts); err != nil {
 			return out, invalid(err)
 		}
+		if p.Guard != nil {
+			if err := p.Guard.CheckTarget(out.Target); err != nil {
+				return out, badRequest("url %q: %v", hr.URL, err)
+			}
+		}
 		out.Payload = hr.AppendJSON(make([]byte, 0, 64+len(hr.URL)+len(hr.Body)))
 	case kinds.KindExec:
 		if req.URL != "" || req.Method != "" || req.Headers != nil || req.Body != "" {
@@ -290,8 +303,15 @@ func (req *JobRequest) resolveCommon(out *runlog.JobRequest, p Policy) error {
 		}
 		out.Timeout = d
 	}
+	def := p.Retry
+	if req.Kind == kinds.KindHTTP && p.HTTPRetry != (runlog.RetryPolicy{}) {
+		def = p.HTTPRetry
+		if req.Retry == nil {
+			out.Retry = &def
+		}
+	}
 	if req.Retry != nil {
-		pol, err := req.Retry.resolve(p.Retry)
+		pol, err := req.Retry.resolve(def)
 		if err != nil {
 			return err
 		}

@@ -18,10 +18,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/authlimit"
 	"github.com/runlog/runlog/internal/dashboard"
@@ -61,6 +64,11 @@ type Config struct {
 	// Token, when set, is required on every API path but /healthz (and by
 	// the dashboard's login). Required when Addr is not a loopback address.
 	Token string
+	// HTTPRetry is the retry policy of http jobs that name none (a job's
+	// retry object overrides its fields). Zero means DefaultHTTPRetry when
+	// Runner.Retry is zero too, else Runner.Retry: an operator who set the
+	// server's policy set it for every kind.
+	HTTPRetry runlog.RetryPolicy
 	// Runner is the engine configuration; Handlers and Observer are set by
 	// Start (the built-in kinds and the metrics), MaxPayload defaults to
 	// MaxBody.
@@ -68,8 +76,22 @@ type Config struct {
 	// Commands are the exec kind's registered commands (name → absolute
 	// path, see kinds.ParseCommand).
 	Commands map[string]string
-	// AllowHosts, when not empty, limits the hosts http jobs may target.
+	// AllowHosts, when not empty, limits the hosts http jobs may target;
+	// its exact entries also waive the SSRF guard for the hosts they name.
 	AllowHosts []string
+	// AllowPrivateTargets turns off the SSRF guard's loopback, private and
+	// unique-local rules, which apply when Addr is not a loopback address
+	// (link-local and cloud-metadata addresses stay refused). See
+	// kinds.Guard.
+	AllowPrivateTargets bool
+	// Resolver resolves the host names of http jobs' URLs at delivery (nil:
+	// the system's resolver). The SSRF guard checks what it returns.
+	Resolver *net.Resolver
+	// SigningSecret, when set, is the default signing secret ("whsec_" and
+	// base64, --signing-secret-file): deliveries to a target without
+	// secrets of its own are signed with it. Per-target secrets are kept in
+	// SecretsFile in Dir, or in PostgreSQL.
+	SigningSecret string
 	// MaxBody limits request bodies. Defaults to DefaultMaxBody (1 MiB).
 	MaxBody int64
 	// Logger receives structured logs. Defaults to slog.Default().
@@ -104,6 +126,8 @@ type Server struct {
 	log      *slog.Logger
 	serveErr chan error // receives Serve's result once
 	stopDisk func()     // stops the free-space checks (a no-op on PostgreSQL)
+	// closeSecrets stops reading the signing secrets again (PostgreSQL).
+	closeSecrets func()
 
 	closeOnce sync.Once
 	closeErr  error
@@ -134,11 +158,24 @@ func Start(cfg Config) (*Server, error) {
 	if _, err := newHostSet(cfg.Addr, cfg.Hostnames); err != nil {
 		return nil, err
 	}
+	secrets, closeSecrets, err := openSecrets(cfg)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			closeSecrets()
+		}
+	}()
 	metrics := NewMetrics(MetricsOptions{Targets: cfg.MetricsTargets})
 	recorder := dashboard.NewRecorder()
 	rc := cfg.Runner
+	guard := kinds.Guard{BlockPrivate: !IsLoopback(cfg.Addr) && !cfg.AllowPrivateTargets, AllowHosts: cfg.AllowHosts, Resolver: cfg.Resolver}
 	rc.Handlers = kinds.Handlers(kinds.Config{
-		Client:     kinds.NewClient(max(rc.Concurrency, 64)),
+		Client:     kinds.NewClient(max(rc.Concurrency, 64), &guard),
+		Guard:      guard,
+		Signer:     secrets,
 		AllowHosts: cfg.AllowHosts,
 		Commands:   cfg.Commands,
 	})
@@ -149,10 +186,7 @@ func Start(cfg Config) (*Server, error) {
 	if rc.MaxPayload <= 0 {
 		rc.MaxPayload = int(cfg.MaxBody)
 	}
-	var (
-		runner *runlog.Runner
-		err    error
-	)
+	var runner *runlog.Runner
 	if cfg.Postgres != "" {
 		runner, err = postgres.Open(context.Background(), cfg.Postgres, rc)
 		if err != nil {
@@ -170,9 +204,14 @@ func Start(cfg Config) (*Server, error) {
 		_ = runner.Close(context.Background())
 		return nil, fmt.Errorf("server: listen on %s: %w", cfg.Addr, err)
 	}
-	retry := rc.Retry
+	retry, httpRetry := rc.Retry, cfg.HTTPRetry
 	if retry == (runlog.RetryPolicy{}) {
 		retry = DefaultRetry
+		if httpRetry == (runlog.RetryPolicy{}) {
+			httpRetry = DefaultHTTPRetry
+		}
+	} else if httpRetry == (runlog.RetryPolicy{}) {
+		httpRetry = retry // the operator chose one policy for every kind
 	}
 	limiter := authlimit.New(nil) // wrong tokens count alike at the API and the dashboard
 	var dash http.Handler
@@ -184,11 +223,12 @@ func Start(cfg Config) (*Server, error) {
 	api := NewAPI(runner, APIConfig{
 		Token:     cfg.Token,
 		MaxBody:   cfg.MaxBody,
-		Policy:    Policy{AllowHosts: cfg.AllowHosts, Commands: cfg.Commands, Retry: retry},
+		Policy:    Policy{AllowHosts: cfg.AllowHosts, Guard: &guard, Commands: cfg.Commands, Retry: retry, HTTPRetry: httpRetry},
 		Metrics:   metrics.Handler(),
 		Dashboard: dash,
 		Logger:    cfg.Logger,
 		Limiter:   limiter,
+		Secrets:   secrets,
 	})
 	g, err := newGuard(api, cfg.Addr, cfg.Hostnames)
 	if err != nil {
@@ -208,28 +248,84 @@ func Start(cfg Config) (*Server, error) {
 		metrics.WatchDir(cfg.Dir)
 	}
 	s := &Server{
-		stopDisk: stopDisk,
-		runner:   runner,
-		api:      api,
-		ln:       ln,
-		log:      cfg.Logger,
-		http:     newHTTPServer(handler, cfg),
-		handler:  handler,
-		serveErr: make(chan error, 1),
+		stopDisk:     stopDisk,
+		closeSecrets: closeSecrets,
+		runner:       runner,
+		api:          api,
+		ln:           ln,
+		log:          cfg.Logger,
+		http:         newHTTPServer(handler, cfg),
+		handler:      handler,
+		serveErr:     make(chan error, 1),
 	}
+	started = true
 	go func() { s.serveErr <- s.http.Serve(strictListener{ln}) }()
 	data := cfg.Dir
 	if cfg.Postgres != "" {
 		data = "PostgreSQL" // Dir is not used
 	}
 	cfg.Logger.Info("runlog serving", "addr", s.Addr(), "data", data, "auth", cfg.Token != "",
-		"exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts))
+		"signing_default", secrets.HasDefault(), "exec_commands", len(cfg.Commands), "allow_hosts", len(cfg.AllowHosts), "ssrf_private_rule", guard.BlockPrivate)
 	return s, nil
+}
+
+// openSecrets loads the signing secrets of cfg before the runner opens (a
+// job delivered at once after the open is signed already): from
+// SecretsFile in Dir, or from PostgreSQL (migrating its schema first). The
+// function it returns stops what it started.
+func openSecrets(cfg Config) (*Secrets, func(), error) {
+	ctx := context.Background()
+	if cfg.Postgres == "" {
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("server: create the data directory %s: %w", cfg.Dir, err)
+		}
+		s, err := newSecrets(ctx, &fileSecrets{path: filepath.Join(cfg.Dir, SecretsFile)}, cfg.SigningSecret)
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: signing secrets: %w", err)
+		}
+		return s, func() {}, nil
+	}
+	if _, err := postgres.Migrate(ctx, cfg.Postgres); err != nil {
+		return nil, nil, fmt.Errorf("server: migrate the PostgreSQL schema: %w", err)
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.Postgres)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: PostgreSQL connection string: %w", err)
+	}
+	pcfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: connect to PostgreSQL for the signing secrets: %w", err)
+	}
+	b := &pgSecrets{pool: pool}
+	s, err := newSecrets(ctx, b, cfg.SigningSecret)
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("server: signing secrets: %w", err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.watch(wctx, s, cfg.Logger)
+	}()
+	return s, func() { cancel(); <-done; pool.Close() }, nil
 }
 
 // DefaultRetry is runlog's default retry policy, used to fill the fields a
 // job's retry object leaves out when the server was given none.
 var DefaultRetry = runlog.RetryPolicy{Attempts: 10, Base: 500 * time.Millisecond, Cap: 30 * time.Second}
+
+// DefaultHTTPRetry is the retry policy of http jobs when neither the job
+// nor the server chose one: a webhook sender's schedule over about a day.
+// 15 attempts, the waits doubling from 7 s (each jittered into [d/2, d]):
+// 7 s, 14 s, 28 s, 56 s, 1m52s, 3m44s, 7m28s, 15 m, 30 m, 1 h, 2 h, 4 h,
+// 8 h and 16 h at most, 31.9 h in all at most, 23.9 h on average and 15.9
+// h at least. The cap, 24 h, is not reached by the backoff: it is there as
+// the bound of a target's Retry-After (kinds.MaxRetryAfter), which the
+// engine caps at the policy's cap, so that a receiver asking for an hour is
+// called again after an hour, not after the backoff's longest wait.
+var DefaultHTTPRetry = runlog.RetryPolicy{Attempts: 15, Base: 7 * time.Second, Cap: kinds.MaxRetryAfter}
 
 // Addr returns the address the server listens on (with the real port when
 // Config.Addr asked for port 0).
@@ -264,6 +360,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		runErr := s.runner.Close(ctx)
 		s.stopDisk()
+		s.closeSecrets()
 		if err := s.runner.Err(); err != nil {
 			// The store had failed: a stop is not clean (exit 1), and
 			// says why, so the operator fixes the cause before the

@@ -2,10 +2,12 @@ package server
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/kinds"
 )
 
 // Job is the JSON form of a job in the API (GET /v1/jobs/{id}, and the items
@@ -46,7 +48,13 @@ type Attempt struct {
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 	Outcome   string    `json:"outcome"`
 	Error     string    `json:"error"`
-	Output    string    `json:"output"`
+	// Output is what the attempt recorded; for an http delivery, the
+	// status line and the first bytes of the body (Delivery has the rest).
+	Output string `json:"output"`
+	// Delivery is the delivery log of an http attempt: status, a bounded
+	// set of response headers, the first bytes of the body, the duration
+	// and the remote address.
+	Delivery *kinds.Delivery `json:"delivery,omitempty"`
 }
 
 // JobList is the answer of GET /v1/jobs. Next is the cursor of the next page
@@ -95,6 +103,13 @@ type Target struct {
 	ProbesInFlight int       `json:"probes_in_flight"`
 	Pending        int       `json:"pending"`
 	Running        int       `json:"running"`
+	// Signing says how deliveries to the target are signed: "own" (its
+	// secrets, every one listed in Secrets), "default" (the server's
+	// --signing-secret-file) or "none".
+	Signing string `json:"signing"`
+	// Secrets are the target's own secrets: ids and creation times, never
+	// the secrets.
+	Secrets []SecretInfo `json:"secrets"`
 }
 
 // TargetList is the answer of GET /v1/targets.
@@ -128,7 +143,11 @@ func jobView(j runlog.Job, withHistory bool) Job {
 	if withHistory {
 		v.History = make([]Attempt, 0, len(j.History))
 		for _, a := range j.History {
-			v.History = append(v.History, Attempt(a))
+			at := Attempt{N: a.N, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Outcome: a.Outcome, Error: a.Error, Output: a.Output}
+			if d, ok := kinds.DecodeDelivery([]byte(a.Output)); ok {
+				at.Delivery, at.Output = &d, d.Text()
+			}
+			v.History = append(v.History, at)
 		}
 	}
 	return v
@@ -161,12 +180,46 @@ func queueLag(oldestDue, now time.Time) time.Duration {
 	return now.Sub(oldestDue)
 }
 
-func targetsView(s runlog.Stats) TargetList {
+// targetsView lists the targets of s (those with jobs or a breaker) and
+// those that have secrets of their own, in that order.
+func targetsView(s runlog.Stats, secrets map[string][]SecretInfo, hasDefault bool) TargetList {
 	v := TargetList{Targets: make([]Target, 0, len(s.Targets))}
+	signing := func(t string) string {
+		switch {
+		case len(secrets[t]) > 0:
+			return "own"
+		case hasDefault:
+			return "default"
+		}
+		return "none"
+	}
+	listed := make(map[string]bool, len(s.Targets))
 	for _, t := range s.Targets {
-		v.Targets = append(v.Targets, Target(t))
+		listed[t.Target] = true
+		v.Targets = append(v.Targets, Target{
+			Target: t.Target, State: t.State, OpenUntil: t.OpenUntil, RecentFailures: t.RecentFailures,
+			ProbesInFlight: t.ProbesInFlight, Pending: t.Pending, Running: t.Running,
+			Signing: signing(t.Target), Secrets: orEmpty(secrets[t.Target]),
+		})
+	}
+	var rest []string
+	for t := range secrets {
+		if !listed[t] {
+			rest = append(rest, t)
+		}
+	}
+	slices.Sort(rest)
+	for _, t := range rest {
+		v.Targets = append(v.Targets, Target{Target: t, State: "closed", Signing: signing(t), Secrets: secrets[t]})
 	}
 	return v
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func cursor(next uint64) string {
