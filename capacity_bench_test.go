@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -152,18 +153,21 @@ func BenchmarkCapacityHistory(b *testing.B) {
 // reopen's time and peak RSS.
 func BenchmarkCapacityBacklog(b *testing.B) {
 	n := envInt("RUNLOG_BENCH_JOBS", 1_000_000)
-	payload := bytes.Repeat([]byte("p"), envInt("RUNLOG_BENCH_PAYLOAD", 50))
+	size := envInt("RUNLOG_BENCH_PAYLOAD", 50)
 	for range b.N {
 		dir := b.TempDir()
-		r, err := runlog.Open(dir, runlog.Config{Logger: quietLogger(), MaxPayload: max(len(payload), 1<<20),
+		r, err := runlog.Open(dir, runlog.Config{Logger: quietLogger(), MaxPayload: max(size, 1<<20),
 			Handlers: map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, []byte) error { return nil })}})
 		if err != nil {
 			b.Fatal(err)
 		}
+		// Random, distinct payloads: nothing compresses them.
 		reqs := make([]runlog.JobRequest, 1000)
 		due := time.Now().Add(time.Hour)
 		for i := range reqs {
-			reqs[i] = runlog.JobRequest{Kind: "noop", Payload: payload, RunAt: due}
+			p := make([]byte, size)
+			crand.Read(p)
+			reqs[i] = runlog.JobRequest{Kind: "noop", Payload: p, RunAt: due}
 		}
 		ctx := context.Background()
 		start := time.Now()

@@ -105,9 +105,6 @@ type Job struct {
 	// Part is, for a finished job, the expiry partition it is counted in
 	// (PartOf); 0 otherwise.
 	Part int64
-	// Seq is the tag (State.SetSeq) of the op that put the finished job on
-	// the Done list.
-	Seq uint64
 	// Spilled marks a job whose payload the store keeps outside the state
 	// (Spec.Payload is then nil): it is not state, and no op sets it.
 	Spilled bool
@@ -120,6 +117,9 @@ type Job struct {
 	held bool
 	// inDone marks a job on the Done list.
 	inDone bool
+	// gen counts the job's entries on the Done list, so that Evict can
+	// tell the version copied out from a later one.
+	gen uint16
 }
 
 // attempt returns the job's attempt n from its history, or nil.

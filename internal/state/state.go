@@ -96,7 +96,7 @@ type State struct {
 	// done lists the finished jobs whose attempts have all ended, in the
 	// order they became so, for Done; a job in it has inDone set (entries
 	// whose job left, or came back, are skipped).
-	done []*Job
+	done []doneEntry
 	// lingering lists finished jobs with an attempt still open (cancelled
 	// while running), which stay until the attempt's outcome or their
 	// partition's expiry.
@@ -144,9 +144,20 @@ func PartOf(r *Retention, kind string, st JobState, finishedAt int64) int64 {
 	return (b + 1) * w
 }
 
+// doneEntry is a job on the Done list: the tag of the op that put it there
+// and the job's generation then.
+type doneEntry struct {
+	j   *Job
+	seq uint64
+	gen uint16
+}
+
+// live reports whether the entry is still the job's latest on the list.
+func (e doneEntry) live() bool { return e.j.inDone && e.j.gen == e.gen }
+
 // SetSeq tags the ops applied from now on with seq (a journal sequence
 // number, for the embedded store): a job that becomes archivable keeps the
-// tag of the op that made it so (Job.Seq).
+// tag of the op that made it so (see Done).
 func (s *State) SetSeq(seq uint64) { s.seq = seq }
 
 // Apply applies op. It is deterministic: the result depends only on the
@@ -208,14 +219,14 @@ func (s *State) expire(op *Op) {
 		}
 	}
 	kept := s.done[:0]
-	for _, j := range s.done {
-		switch {
-		case !j.inDone:
+	for _, e := range s.done {
+		switch j := e.j; {
+		case !e.live():
 		case j.Part <= op.At:
 			j.inDone = false
 			s.remove(j)
 		default:
-			kept = append(kept, j)
+			kept = append(kept, e)
 		}
 	}
 	clear(s.done[len(kept):])
@@ -296,17 +307,19 @@ func (s *State) archivable(j *Job) {
 		s.remove(j)
 		return
 	}
-	j.inDone, j.Seq = true, s.seq
-	s.done = append(s.done, j)
+	j.inDone = true
+	j.gen++
+	s.done = append(s.done, doneEntry{j: j, seq: s.seq, gen: j.gen})
 }
 
 // Done calls fn for the finished jobs the state holds whose attempts have
-// all ended, oldest first, until fn returns false: the jobs a store that
-// keeps finished jobs elsewhere may copy out and then Evict. The jobs must
-// not be modified.
-func (s *State) Done(fn func(*Job) bool) {
-	for _, j := range s.done {
-		if j.inDone && !fn(j) {
+// all ended, oldest first, each with the tag (SetSeq) of the op that put it
+// on the list and a token for Evict, until fn returns false: the jobs a
+// store that keeps finished jobs elsewhere may copy out and then evict.
+// The jobs must not be modified.
+func (s *State) Done(fn func(j *Job, seq uint64, token uint16) bool) {
+	for _, e := range s.done {
+		if e.live() && !fn(e.j, e.seq, e.gen) {
 			return
 		}
 	}
@@ -316,22 +329,22 @@ func (s *State) Done(fn func(*Job) bool) {
 // its jobs).
 func (s *State) DoneLen() int { return len(s.done) }
 
-// Evict takes job id out of the state if it is on the Done list and still
-// tagged seq (it did not come back and finish again since it was copied
-// out): the state goes on counting it in its partition, and a retry by hand
-// brings it back from the image its OpRetry carries. It is not an op and
-// is not journaled; it reports whether the job was evicted.
-func (s *State) Evict(id uint64, seq uint64) bool {
+// Evict takes job id out of the state if it is on the Done list with the
+// token Done gave (it did not come back and finish again since it was
+// copied out): the state goes on counting it in its partition, and a retry
+// by hand brings it back from the image its OpRetry carries. It is not an
+// op and is not journaled; it reports whether the job was evicted.
+func (s *State) Evict(id uint64, token uint16) bool {
 	j := s.job(id)
-	if j == nil || !j.inDone || j.Seq != seq {
+	if j == nil || !j.inDone || j.gen != token {
 		return false
 	}
 	j.inDone = false
 	s.remove(j)
-	if len(s.done) > 0 && !s.done[0].inDone {
+	if len(s.done) > 0 && !s.done[0].live() {
 		k := 0
-		for k < len(s.done) && !s.done[k].inDone {
-			s.done[k] = nil
+		for k < len(s.done) && !s.done[k].live() {
+			s.done[k] = doneEntry{}
 			k++
 		}
 		s.done = s.done[k:]

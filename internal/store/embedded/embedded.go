@@ -302,6 +302,7 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 	if err := wait(); err != nil {
 		return nil, err
 	}
+	s.sp.throttle()
 	return out, nil
 }
 

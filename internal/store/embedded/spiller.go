@@ -76,6 +76,24 @@ func newSpiller(s *Store, budget int64, fx []effect) *spiller {
 	return sp
 }
 
+// maxDone bounds the finished jobs memory holds while the spiller copies
+// them out: beyond it enqueues wait (throttle).
+const maxDone = 256 << 10
+
+// throttle holds an enqueuer while memory holds more than the spiller
+// keeps up with: payloads over twice the cache, or more than maxDone
+// finished jobs not yet copied out. Producers then go at the table's pace,
+// and memory stays bounded by the configuration, not by the backlog.
+func (sp *spiller) throttle() {
+	s := sp.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.failed == nil && !sp.stopped && (sp.budget >= 0 && sp.resident > 2*sp.budget || s.st.DoneLen() > maxDone) {
+		sp.signal()
+		sp.cond.Wait()
+	}
+}
+
 // signal wakes the spiller if it sleeps.
 func (sp *spiller) signal() {
 	select {
@@ -172,8 +190,8 @@ func (sp *spiller) stop() {
 // spillJob is a finished job copied out of the state, with the tag the
 // state gave it.
 type spillJob struct {
-	job state.Job
-	seq uint64
+	job   state.Job
+	token uint16
 }
 
 // round does one batch of the spiller's work and reports whether more of
@@ -192,13 +210,13 @@ func (sp *spiller) round() (bool, error) {
 	}
 	fx := sp.effects[:nfx:nfx]
 	var jobs []spillJob
-	s.st.Done(func(j *state.Job) bool {
-		if j.Seq > durable || len(jobs) == spillBatch {
+	s.st.Done(func(j *state.Job, seq uint64, token uint16) bool {
+		if seq > durable || len(jobs) == spillBatch {
 			return false
 		}
 		c := *j
 		c.Attempts = slices.Clone(j.Attempts)
-		jobs = append(jobs, spillJob{job: c, seq: j.Seq})
+		jobs = append(jobs, spillJob{job: c, token: token})
 		return true
 	})
 	npl := 0
@@ -249,7 +267,7 @@ func (sp *spiller) round() (bool, error) {
 	sp.effects = sp.effects[nfx:]
 	for i := range jobs {
 		j := &jobs[i].job
-		if s.st.Evict(j.ID, jobs[i].seq) && !j.Spilled {
+		if s.st.Evict(j.ID, jobs[i].token) && !j.Spilled {
 			sp.resident -= int64(len(j.Spec.Payload))
 		}
 	}
@@ -337,7 +355,7 @@ func (s *Store) settle() error {
 	defer s.mu.Unlock()
 	for s.failed == nil && !s.sp.stopped {
 		busy := len(s.sp.effects) > 0 || len(s.sp.payloads) > 0
-		s.st.Done(func(*state.Job) bool { busy = true; return false })
+		s.st.Done(func(*state.Job, uint64, uint16) bool { busy = true; return false })
 		if !busy {
 			break
 		}
