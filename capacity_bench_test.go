@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -177,6 +178,14 @@ func BenchmarkCapacityBacklog(b *testing.B) {
 			}
 		}
 		enq := time.Since(start)
+		if path := os.Getenv("RUNLOG_BENCH_HEAPPROF"); path != "" {
+			f, _ := os.Create(path)
+			pprof.WriteHeapProfile(f)
+			f.Close()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.Logf("heap in use %d MiB, sys %d MiB, peak RSS %.0f MiB", ms.HeapInuse>>20, ms.Sys>>20, peakRSS())
+		}
 		start = time.Now()
 		if err := r.Close(ctx); err != nil {
 			b.Fatal(err)

@@ -88,6 +88,8 @@ func (s *State) preserve(id uint64) {
 		return
 	}
 	c := *j
+	sp := *j.Spec // SpillPayload changes a Spec in place
+	c.Spec = &sp
 	c.Attempts = slices.Clone(j.Attempts)
 	f.saved[id] = &c
 }

@@ -353,17 +353,17 @@ func (s *State) Evict(id uint64, token uint16) bool {
 }
 
 // SpillPayload drops the payload of live job id from the state, which then
-// marks it Spilled: the caller keeps it elsewhere from now on. The job's
-// Spec is replaced, not changed, so that a frozen copy keeps its payload.
-// It is not an op; it reports whether it dropped anything.
+// marks it Spilled: the caller keeps it elsewhere from now on, durably
+// before the call (a frozen state encodes the job as it finds it then,
+// payload and flag together). The job's Spec is changed in place: callers
+// that read a Spec outside the state's lock must read a copy. It is not an
+// op; it reports whether it dropped anything.
 func (s *State) SpillPayload(id uint64) bool {
 	j := s.job(id)
 	if j == nil || j.State.Finished() || j.Spilled || len(j.Spec.Payload) == 0 {
 		return false
 	}
-	sp := *j.Spec
-	sp.Payload = nil
-	j.Spec, j.Spilled = &sp, true
+	j.Spec.Payload, j.Spilled = nil, true
 	return true
 }
 
