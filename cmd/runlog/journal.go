@@ -103,6 +103,11 @@ func runJournalVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "snapshot: %s (covers records up to %d)\n", rep.Snapshot.Path, rep.Snapshot.Seq)
 	}
 	fmt.Fprintf(stdout, "jobs: %d\n", rep.Jobs)
+	if rep.TableInUse {
+		fmt.Fprintln(stdout, "job table: in use by a running server, not read (stop it to check the table)")
+	} else {
+		fmt.Fprintf(stdout, "job table: %d finished jobs read, every block's checksum checked\n", rep.TableJobs)
+	}
 	for _, d := range rep.Damaged {
 		fmt.Fprintf(stdout, "warning: damaged snapshot not used (an older state plus the journal is used instead, so nothing is lost): %v\n", d)
 	}

@@ -128,6 +128,14 @@ func tableOptions(fsys pebblevfs.FS, logf func(string, ...any), readOnly bool) (
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	// The read that meets a damaged block returns pebble's corruption
+	// error (tableError names the table and the remedy); pebble's default
+	// would end the process.
+	o.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+		if logf != nil {
+			logf("runlog: job table: damaged file %s: %v", info.Path, info.Details)
+		}
+	}}
 	return o, cache
 }
 
@@ -150,12 +158,19 @@ func openTable(fsys pebblevfs.FS, dir string, logf func(string, ...any)) (*table
 	path := filepath.Join(dir, tableDir)
 	o, cache := tableOptions(fsys, logf, false)
 	t := &table{path: path, failed: make(chan struct{})}
-	o.EventListener = &pebble.EventListener{BackgroundError: func(err error) {
-		if logf != nil {
-			logf("runlog: job table: %v", err)
-		}
-		t.background(err)
-	}}
+	corrupt := o.EventListener.DataCorruption
+	o.EventListener = &pebble.EventListener{
+		BackgroundError: func(err error) {
+			if logf != nil {
+				logf("runlog: job table: %v", err)
+			}
+			t.background(err)
+		},
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			corrupt(info)
+			t.background(fmt.Errorf("%w: file %s: %v", pebble.ErrCorruption, info.Path, info.Details))
+		},
+	}
 	db, err := pebble.Open(path, o)
 	cache.Unref()
 	if err != nil {
@@ -181,7 +196,7 @@ func openTable(fsys pebblevfs.FS, dir string, logf func(string, ...any)) (*table
 
 // tableError says which table failed and what to do.
 func tableError(path string, err error) error {
-	if errors.Is(err, pebble.ErrCorruption) {
+	if pebble.IsCorruptionError(err) || errors.Is(err, pebble.ErrCorruption) {
 		return fmt.Errorf("embedded: the job table %s is damaged (%w): the finished jobs it holds cannot be read; restore the directory from a backup", path, err)
 	}
 	return fmt.Errorf("embedded: job table %s: %w", path, err)

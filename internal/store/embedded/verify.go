@@ -3,7 +3,12 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/snapshot"
@@ -47,8 +52,15 @@ type VerifyReport struct {
 	// the journal still holds every record after the older state it uses
 	// instead, but the files are damaged and should be looked at.
 	Damaged []error
-	// Jobs is how many jobs the rebuilt state holds.
+	// Jobs is how many jobs the rebuilt state counts (those the job table
+	// keeps included).
 	Jobs int
+	// TableJobs is how many finished jobs the job table holds, every one
+	// of them read (pebble checks each block's checksum) and decoded.
+	TableJobs int
+	// TableInUse is set when the job table is open in a running process,
+	// which locks it: it was not read (stop the server to check it).
+	TableInUse bool
 }
 
 // Verify checks the directory dir as Open does, without locking it or
@@ -120,6 +132,94 @@ func verifyOnce(fsys vfs.FS, dir string, opts Options) (VerifyReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.Jobs = st.Len()
-	return rep, nil
+	rep.Jobs = st.Counts().Total()
+	rep.TableJobs, rep.TableInUse, err = verifyTable(opts.TableFS, fsys, dir, st, base)
+	return rep, err
+}
+
+// verifyTable reads the whole job table of dir, as state st (rebuilt from
+// snapshot base) relies on it: every key (pebble checks each block's
+// checksum), every record decoded, and in each expiry partition at least
+// the jobs st counts there but does not hold. It returns how many records
+// it read, or that the table is locked by a running process. Damage wraps
+// journal.ErrCorrupt.
+func verifyTable(tfs pebblevfs.FS, fsys vfs.FS, dir string, st *state.State, base snapshot.Info) (int, bool, error) {
+	if tfs == nil {
+		if m, ok := fsys.(interface{ TableFS() pebblevfs.FS }); ok {
+			tfs = m.TableFS()
+		} else {
+			tfs = pebblevfs.Default
+		}
+	}
+	path := filepath.Join(dir, tableDir)
+	held, all := finishedHeld(st), st.Counts()
+	needed := all.Succeeded + all.Failed + all.Cancelled - held
+	if base.Path == "" {
+		return 0, false, nil // open rebuilds the table from the journal
+	}
+	if names, err := tfs.List(path); len(names) == 0 || err != nil {
+		if needed > 0 {
+			return 0, false, fmt.Errorf("%w: %s: snapshot %s relies on the job table %s for %d finished jobs, but the table is gone; restore the directory from a backup", journal.ErrCorrupt, dir, base.Path, path, needed)
+		}
+		return 0, false, nil
+	}
+	o, cache := tableOptions(tfs, nil, true)
+	db, err := pebble.Open(path, o)
+	cache.Unref()
+	if err != nil {
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "lock") {
+			return 0, true, nil
+		}
+		return 0, false, fmt.Errorf("%w: %v", journal.ErrCorrupt, tableError(path, err))
+	}
+	defer db.Close()
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %v", journal.ErrCorrupt, tableError(path, err))
+	}
+	defer it.Close()
+	inTable := make(map[int64]state.Counts)
+	records := 0
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != 18 || k[0] != 'p' || k[9] != 'r' {
+			continue
+		}
+		j, err := state.DecodeJob(it.Value())
+		if err != nil {
+			return records, false, fmt.Errorf("%w: the job table %s holds a bad record (key %x): %v; restore the directory from a backup", journal.ErrCorrupt, path, k, err)
+		}
+		records++
+		if _, ok := st.Job(j.ID); ok {
+			continue // memory's copy wins
+		}
+		c := inTable[j.Part]
+		switch j.State {
+		case state.Succeeded:
+			c.Succeeded++
+		case state.Failed:
+			c.Failed++
+		case state.Cancelled:
+			c.Cancelled++
+		}
+		inTable[j.Part] = c
+	}
+	if err := it.Error(); err != nil {
+		return records, false, fmt.Errorf("%w: %v", journal.ErrCorrupt, tableError(path, err))
+	}
+	ends, counts := st.Parts()
+	heldIn := make(map[int64]int)
+	st.Scan(0, false, func(j *state.Job) bool {
+		if j.State.Finished() {
+			heldIn[j.Part]++
+		}
+		return true
+	})
+	for i, end := range ends {
+		c, t := counts[i], inTable[end]
+		if have, want := t.Succeeded+t.Failed+t.Cancelled+heldIn[end], c.Succeeded+c.Failed+c.Cancelled; have < want {
+			return records, false, fmt.Errorf("%w: the job table %s lost %d of the %d finished jobs of expiry partition %d; restore the directory from a backup", journal.ErrCorrupt, path, want-have, want, end)
+		}
+	}
+	return records, false, nil
 }
