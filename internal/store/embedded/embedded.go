@@ -649,7 +649,7 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 	}
 	var out []state.Job
 	for _, id := range ids {
-		if inMemory(id) || (f.After != 0 && (id > f.After) != f.Oldest) {
+		if inMemory(id) || (f.After != 0 && (f.Oldest && id <= f.After || !f.Oldest && id >= f.After)) {
 			continue
 		}
 		j, err := s.tbl.finished(id, parts)

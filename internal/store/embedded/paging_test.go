@@ -1,0 +1,246 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
+)
+
+// held is what the paging test and benchmark know of each job they made.
+type held struct {
+	state, kind, target, key string
+}
+
+// fillStore makes n jobs in mixed states through the store: kinds k0-k4,
+// targets t0-t6, a key on every tenth; most finish (succeeded, failed,
+// cancelled), the rest stay pending; the spiller moves the finished ones
+// to the table except the last batch's. It returns the model.
+func fillStore(tb testing.TB, s *Store, n int) map[uint64]held {
+	tb.Helper()
+	ctx := context.Background()
+	model := make(map[uint64]held, n)
+	now := int64(1_700_000_000_000)
+	const batch = 5000
+	for done := 0; done < n; done += batch {
+		m := min(batch, n-done)
+		jobs := make([]store.NewJob, m)
+		for i := range jobs {
+			k := done + i
+			sp := state.Spec{Kind: "k" + strconv.Itoa(k%5), Target: "t" + strconv.Itoa(k%7), Payload: []byte("p"), Policy: retry.Policy{Attempts: 1, BaseMS: 1, CapMS: 1}}
+			if k%10 == 0 {
+				sp.Key = "key-" + strconv.Itoa(k)
+			}
+			jobs[i] = store.NewJob{Due: now, Spec: sp}
+		}
+		res, err := s.Enqueue(ctx, now, jobs)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for i, r := range res {
+			model[r.ID] = held{state: "pending", kind: jobs[i].Spec.Kind, target: jobs[i].Spec.Target, key: jobs[i].Spec.Key}
+		}
+		cs, err := s.Claim(ctx, now, store.Limits{Max: m * 9 / 10})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		outs := make([]store.Outcome, 0, len(cs))
+		for i, c := range cs {
+			class, st := retry.Success, "succeeded"
+			if i%4 == 1 {
+				class, st = retry.Permanent, "failed"
+			}
+			outs = append(outs, store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: -1, Error: "x"})
+			h := model[c.ID]
+			h.state = st
+			model[c.ID] = h
+		}
+		if _, err := s.Finish(ctx, now, func() uint32 { return 0 }, outs, store.Limits{}); err != nil {
+			tb.Fatal(err)
+		}
+		for i := 0; i < len(res); i += 37 {
+			if h := model[res[i].ID]; h.state == "pending" {
+				if _, err := s.Cancel(ctx, now, res[i].ID, "c"); err != nil {
+					tb.Fatal(err)
+				}
+				h.state = "cancelled"
+				model[res[i].ID] = h
+			}
+		}
+		if done+batch < n {
+			if err := s.settle(); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	return model
+}
+
+// pagingFilters are the filters the paging test walks, each with its test.
+func pagingFilters() []struct {
+	f     store.Filter
+	match func(held) bool
+} {
+	return []struct {
+		f     store.Filter
+		match func(held) bool
+	}{
+		{store.Filter{}, func(held) bool { return true }},
+		{store.Filter{State: "pending"}, func(h held) bool { return h.state == "pending" }},
+		{store.Filter{State: "succeeded"}, func(h held) bool { return h.state == "succeeded" }},
+		{store.Filter{State: "failed"}, func(h held) bool { return h.state == "failed" }},
+		{store.Filter{State: "cancelled"}, func(h held) bool { return h.state == "cancelled" }},
+		{store.Filter{Kind: "k2"}, func(h held) bool { return h.kind == "k2" }},
+		{store.Filter{Target: "t3"}, func(h held) bool { return h.target == "t3" }},
+		{store.Filter{State: "failed", Kind: "k1"}, func(h held) bool { return h.state == "failed" && h.kind == "k1" }},
+		{store.Filter{Search: "key-1"}, func(h held) bool { return len(h.key) >= 5 && h.key[:5] == "key-1" }},
+	}
+}
+
+// TestPagingEveryFilter: with jobs in mixed states, in memory and in the
+// table, walking every page of every filter in both orders returns every
+// match exactly once, in order, with no short or empty page before the
+// end. RUNLOG_TEST_PAGING_JOBS sets the number of jobs (default 60 000;
+// the figure is 1 M).
+func TestPagingEveryFilter(t *testing.T) {
+	t.Parallel()
+	n := 60_000
+	if v, err := strconv.Atoi(os.Getenv("RUNLOG_TEST_PAGING_JOBS")); err == nil && v > 0 {
+		n = v
+	}
+	s, err := Open(t.TempDir(), Options{Journal: journal.Options{NoPreallocate: true}, State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	model := fillStore(t, s, n)
+	ctx := context.Background()
+	for _, pf := range pagingFilters() {
+		var want []uint64
+		for id, h := range model {
+			if pf.match(h) {
+				want = append(want, id)
+			}
+		}
+		slices.Sort(want)
+		for _, oldest := range []bool{true, false} {
+			f := pf.f
+			f.Oldest, f.Limit = oldest, 500
+			var got []uint64
+			for pages := 0; ; pages++ {
+				page, next, err := s.List(ctx, f)
+				if err != nil {
+					t.Fatalf("%+v: %v", f, err)
+				}
+				for _, j := range page {
+					got = append(got, j.ID)
+				}
+				if next == 0 {
+					break
+				}
+				if len(page) != f.Limit {
+					t.Fatalf("%+v: page %d has %d jobs before the end", f, pages, len(page))
+				}
+				f.After = next
+			}
+			if !oldest {
+				slices.Reverse(got)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%+v (oldest %v): %d jobs, want %d (first difference at %d)", pf.f, oldest, len(got), len(want), firstDiff(got, want))
+			}
+		}
+	}
+}
+
+func firstDiff(a, b []uint64) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// BenchmarkListHeld fills a store with RUNLOG_BENCH_HELD jobs (default
+// 1 M; the figure is 10 M) and times, per filter, the first page
+// of 50 and pages from random cursors, and Job of random finished jobs,
+// reporting p50 and p99.
+func BenchmarkListHeld(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("RUNLOG_BENCH_HELD")); err == nil && v > 0 {
+		n = v
+	}
+	s, err := Open(b.TempDir(), Options{State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	model := fillStore(b, s, n)
+	if err := s.settle(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("filled %d jobs in %v", n, time.Since(start))
+	ids := make([]uint64, 0, len(model))
+	var finished []uint64
+	for id, h := range model {
+		ids = append(ids, id)
+		if h.state != "pending" {
+			finished = append(finished, id)
+		}
+	}
+	slices.Sort(ids)
+	ctx := context.Background()
+	pct := func(d []time.Duration) (time.Duration, time.Duration) {
+		sort.Slice(d, func(i, k int) bool { return d[i] < d[k] })
+		return d[len(d)/2], d[len(d)*99/100]
+	}
+	b.ResetTimer()
+	for range b.N {
+		for i, pf := range pagingFilters() {
+			var first, later []time.Duration
+			for k := range 200 {
+				f := pf.f
+				f.Limit = 50
+				if k%2 == 1 {
+					f.After = ids[(k*7919)%len(ids)]
+				}
+				t0 := time.Now()
+				if _, _, err := s.List(ctx, f); err != nil {
+					b.Fatal(err)
+				}
+				if f.After == 0 {
+					first = append(first, time.Since(t0))
+				} else {
+					later = append(later, time.Since(t0))
+				}
+			}
+			p50, p99 := pct(first)
+			l50, l99 := pct(later)
+			b.ReportMetric(float64(p99.Microseconds())/1000, fmt.Sprintf("f%d-first-p99-ms", i))
+			b.ReportMetric(float64(l99.Microseconds())/1000, fmt.Sprintf("f%d-later-p99-ms", i))
+			b.Logf("filter %+v: first page p50 %v p99 %v; later pages p50 %v p99 %v", pf.f, p50, p99, l50, l99)
+		}
+		var gets []time.Duration
+		for k := range 2000 {
+			t0 := time.Now()
+			if _, err := s.Job(ctx, finished[(k*104729)%len(finished)]); err != nil {
+				b.Fatal(err)
+			}
+			gets = append(gets, time.Since(t0))
+		}
+		g50, g99 := pct(gets)
+		b.ReportMetric(float64(g99.Microseconds())/1000, "job-p99-ms")
+		b.Logf("Job(id) of a finished job: p50 %v p99 %v", g50, g99)
+	}
+}
