@@ -325,6 +325,31 @@ func (s *State) Done(fn func(j *Job, seq uint64, token uint16) bool) {
 	}
 }
 
+// Finished calls fn for every finished job the state holds (on the Done
+// list, or with an attempt still open), in no order, until fn returns
+// false. It costs O(those jobs), not O(all jobs).
+func (s *State) Finished(fn func(*Job) bool) {
+	for _, e := range s.done {
+		if e.live() && !fn(e.j) {
+			return
+		}
+	}
+	for _, j := range s.lingering {
+		if j.State.Finished() && !j.inDone && j.openAttempt(j.Started) != nil && s.job(j.ID) == j && !fn(j) {
+			return
+		}
+	}
+}
+
+// RunningJobs calls fn for every running job, in no order.
+func (s *State) RunningJobs(fn func(*Job) bool) {
+	for _, j := range s.running {
+		if !fn(j) {
+			return
+		}
+	}
+}
+
 // DoneLen returns how many entries the Done list holds (an upper bound on
 // its jobs).
 func (s *State) DoneLen() int { return len(s.done) }

@@ -591,13 +591,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 		return nil, 0, err
 	}
 	digits := allDigits(f.Search)
-	var mem []state.Job
-	s.st.Scan(f.After, !f.Oldest, func(j *state.Job) bool {
-		if matches(j, &f, digits) {
-			mem = append(mem, copyJob(j))
-		}
-		return len(mem) <= limit
-	})
+	mem := s.listMemoryLocked(&f, limit+1, digits)
 	var disk []state.Job
 	if f.State == "" || f.State == "succeeded" || f.State == "failed" || f.State == "cancelled" {
 		var err error
@@ -623,6 +617,48 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 		}
 	}
 	return out, next, nil
+}
+
+// listMemoryLocked returns up to limit jobs in memory that pass f, after its
+// cursor in its order. A filter on a finished or the running state looks
+// only at those jobs (a few, beside a backlog of pending ones), otherwise
+// the jobs are scanned in id order.
+func (s *Store) listMemoryLocked(f *store.Filter, limit int, digits bool) []state.Job {
+	var mem []state.Job
+	var some func(func(*state.Job) bool)
+	switch f.State {
+	case "succeeded", "failed", "cancelled":
+		some = s.st.Finished
+	case "running":
+		some = s.st.RunningJobs
+	}
+	if some == nil {
+		s.st.Scan(f.After, !f.Oldest, func(j *state.Job) bool {
+			if matches(j, f, digits) {
+				mem = append(mem, copyJob(j))
+			}
+			return len(mem) < limit
+		})
+		return mem
+	}
+	var picked []*state.Job
+	some(func(j *state.Job) bool {
+		if matches(j, f, digits) && (f.After == 0 || (f.Oldest && j.ID > f.After) || (!f.Oldest && j.ID < f.After)) {
+			picked = append(picked, j)
+		}
+		return true
+	})
+	slices.SortFunc(picked, func(a, b *state.Job) int {
+		if f.Oldest {
+			return cmp.Compare(a.ID, b.ID)
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	picked = slices.CompactFunc(picked, func(a, b *state.Job) bool { return a.ID == b.ID })
+	for _, j := range picked[:min(len(picked), limit)] {
+		mem = append(mem, copyJob(j))
+	}
+	return mem
 }
 
 // listTableLocked returns up to limit finished jobs of the table that pass
