@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -173,7 +174,12 @@ func BenchmarkCapacityBacklog(b *testing.B) {
 		ctx := context.Background()
 		start := time.Now()
 		for k := 0; k < n; k += len(reqs) {
-			if _, err := r.EnqueueMany(ctx, reqs[:min(len(reqs), n-k)]); err != nil {
+			// Each job its own payload bytes, as each request brings its own.
+			batch := slices.Clone(reqs[:min(len(reqs), n-k)])
+			for i := range batch {
+				batch[i].Payload = bytes.Clone(batch[i].Payload)
+			}
+			if _, err := r.EnqueueMany(ctx, batch); err != nil {
 				b.Fatal(err)
 			}
 		}
