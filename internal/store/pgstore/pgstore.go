@@ -103,10 +103,13 @@ type Options struct {
 	// host-pid-random; it must be unique among live nodes.
 	Node string
 	// Lease is how long a started attempt stays this node's without a
-	// heartbeat. Defaults to 5s.
+	// heartbeat. Defaults to 5s. It must be at least MinLeaseHeartbeats
+	// heartbeats: a shorter lease expires while its attempt still runs
+	// whenever a renewal is late, and the attempt runs twice.
 	Lease time.Duration
-	// Heartbeat is how often the node renews the leases of its attempts.
-	// It must be below Lease. Defaults to 1s.
+	// Heartbeat is how often the node renews the leases of its attempts:
+	// at least MinHeartbeat, at most Lease / MinLeaseHeartbeats. Defaults
+	// to Lease / 5 within [MinHeartbeat, 1s] (1s with the default lease).
 	Heartbeat time.Duration
 	// RescueEvery is how often the node requeues attempts whose lease
 	// expired. Defaults to 1s.
@@ -145,7 +148,7 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	def(&o.Lease, 5*time.Second)
-	def(&o.Heartbeat, time.Second)
+	def(&o.Heartbeat, min(max(o.Lease/5, MinHeartbeat), time.Second))
 	def(&o.RescueEvery, time.Second)
 	def(&o.PollEvery, time.Second)
 	if o.MaxConns == 0 {
@@ -170,11 +173,32 @@ func (o Options) validate() error {
 			return fmt.Errorf("pgstore: %s %v must be at least 1ms", d.name, d.v)
 		}
 	}
-	if o.Heartbeat >= o.Lease {
-		return fmt.Errorf("pgstore: Heartbeat %v must be below Lease %v, or leases expire between heartbeats", o.Heartbeat, o.Lease)
+	if floor := MinLeaseHeartbeats * MinHeartbeat; o.Lease < floor {
+		return fmt.Errorf("pgstore: Lease %v is below %v (%d heartbeats of at least %v): one late renewal would let a rescuer take back attempts "+
+			"that still run, and run them twice; set Lease to %v or more, and Heartbeat between %v and Lease/%d",
+			o.Lease, floor, MinLeaseHeartbeats, MinHeartbeat, floor, MinHeartbeat, MinLeaseHeartbeats)
+	}
+	if o.Heartbeat < MinHeartbeat || o.Lease < MinLeaseHeartbeats*o.Heartbeat {
+		return fmt.Errorf("pgstore: Heartbeat %v with Lease %v is unsafe: a renewal can take longer than %v on a busy server, and the lease must "+
+			"span %d heartbeats so that a late renewal does not let a rescuer run the attempt twice; set Heartbeat between %v and %v (Lease/%d)",
+			o.Heartbeat, o.Lease, MinHeartbeat, MinLeaseHeartbeats, MinHeartbeat, o.Lease/MinLeaseHeartbeats, MinLeaseHeartbeats)
 	}
 	return nil
 }
+
+// The safe range of Options.Lease and Options.Heartbeat (see validate).
+const (
+	// MinHeartbeat is the shortest Heartbeat: a renewal is one UPDATE and
+	// its commit's WAL flush, a few ms on a healthy server, tens of ms on
+	// a loaded one (a checkpoint, a full fsync queue); a heartbeat shorter
+	// than that makes renewals queue behind each other.
+	MinHeartbeat = 100 * time.Millisecond
+	// MinLeaseHeartbeats is how many heartbeats a Lease spans at least,
+	// so that two renewals in a row may be late or fail (a connection
+	// dropped and dialled again, a stalled server) before an attempt that
+	// still runs is taken back.
+	MinLeaseHeartbeats = 3
+)
 
 // Store is the PostgreSQL store; it implements store.Store. Open one per
 // node with Open.
