@@ -71,6 +71,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -165,6 +167,9 @@ func (o Options) validate() error {
 	if err := o.Circuit.Validate(); err != nil {
 		return fmt.Errorf("pgstore: Circuit: %w", err)
 	}
+	if len(o.Node) > maxNode || strings.ContainsFunc(o.Node, unicode.IsControl) || !utf8.ValidString(o.Node) {
+		return fmt.Errorf("pgstore: Node %q: a node id is at most %d bytes of printable UTF-8 (a host or pod name)", o.Node, maxNode)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -185,6 +190,10 @@ func (o Options) validate() error {
 	}
 	return nil
 }
+
+// maxNode bounds a node id: it is stored in every attempt's JSON and sent
+// in cancel notifications.
+const maxNode = 200
 
 // The safe range of Options.Lease and Options.Heartbeat (see validate).
 const (
