@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -34,6 +35,36 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// noTx: the file starts with the line noTxMarker; its statements run
+	// one by one outside a transaction (CREATE INDEX CONCURRENTLY), each
+	// safe to run again (IF EXISTS, IF NOT EXISTS).
+	noTx bool
+}
+
+// noTxMarker, as a migration's first line, runs it outside a transaction.
+const noTxMarker = "-- runlog: no transaction"
+
+// statements splits a migration's SQL into statements at the lines that
+// end with a semicolon (none of runlog's statements has one inside), and
+// drops the comments and blank lines.
+func statements(sql string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(sql, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		cur.WriteString(line + "\n")
+		if strings.HasSuffix(t, ";") {
+			out = append(out, cur.String())
+			cur.Reset()
+		}
+	}
+	if strings.TrimSpace(cur.String()) != "" {
+		out = append(out, cur.String())
+	}
+	return out
 }
 
 // migrations returns the embedded migrations in version order.
@@ -54,7 +85,7 @@ func migrations() ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, migration{version: v, name: base, sql: string(b)})
+		out = append(out, migration{version: v, name: base, sql: string(b), noTx: strings.HasPrefix(string(b), noTxMarker+"\n")})
 	}
 	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
 	for i := range out {
@@ -94,8 +125,8 @@ func migrateConn(ctx context.Context, conn *pgx.Conn) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLock); err != nil {
-		return 0, fmt.Errorf("pgstore: take the migration lock: %w", err)
+	if err := lockMigrations(ctx, conn); err != nil {
+		return 0, err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLock)
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS runlog_schema_migrations (
@@ -112,6 +143,13 @@ func migrateConn(ctx context.Context, conn *pgx.Conn) (int, error) {
 		return have, fmt.Errorf("%w: database at version %d, this build knows %d; upgrade runlog", ErrSchemaNewer, have, len(ms))
 	}
 	for _, m := range ms[have:] {
+		if m.noTx {
+			if err := applyNoTx(ctx, conn, m); err != nil {
+				return have, err
+			}
+			have = m.version
+			continue
+		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return err
@@ -125,6 +163,42 @@ func migrateConn(ctx context.Context, conn *pgx.Conn) (int, error) {
 		have = m.version
 	}
 	return have, nil
+}
+
+// lockMigrations takes the migration lock, polling for it rather than
+// waiting in pg_advisory_lock: a session waiting in a statement holds a
+// snapshot, which CREATE INDEX CONCURRENTLY in the session that has the
+// lock would wait for in turn (a deadlock).
+func lockMigrations(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLock).Scan(&got); err != nil {
+			return fmt.Errorf("pgstore: take the migration lock: %w", err)
+		}
+		if got {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgstore: waiting for another node's migration to finish: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// applyNoTx applies a migration marked noTx: each statement on its own,
+// then its row. One that fails half-way is applied again from its start
+// by the next Migrate (its statements are safe to repeat).
+func applyNoTx(ctx context.Context, conn *pgx.Conn, m migration) error {
+	for _, st := range statements(m.sql) {
+		if _, err := conn.Exec(ctx, st); err != nil {
+			return fmt.Errorf("pgstore: apply migration %s (outside a transaction; run migrate again to finish it): %w", m.name, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO runlog_schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+		return fmt.Errorf("pgstore: record migration %s: %w", m.name, err)
+	}
+	return nil
 }
 
 // currentVersion reads the newest applied migration, 0 for none (or when the

@@ -553,9 +553,10 @@ func (s *Store) heartbeat() {
 
 // Expire implements store.Store: it deletes the finished jobs whose
 // retention (Options.Retention, by state and kind) ran out by now, which
-// releases their keys. The engine calls it periodically. A failed delete is
-// logged, not returned: it is tried again at the next call, and a transient
-// database error must not stop the runner.
+// releases their keys, in batches of expireBatch for up to expireFor. The
+// engine calls it periodically. A failed delete is logged, not returned:
+// it is tried again at the next call, and a transient database error must
+// not stop the runner.
 func (s *Store) Expire(ctx context.Context, now int64) error {
 	r := s.opts.Retention
 	if r == nil {
@@ -564,22 +565,77 @@ func (s *Store) Expire(ctx context.Context, now int64) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	sql, args, ok := expireSQL(r, now, expireBatch)
+	if !ok {
+		return nil // every finished job is kept forever
+	}
+	until := time.Now().Add(expireFor)
+	for {
+		tag, err := s.pool.Exec(ctx, sql, args...)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("pgstore: deleting finished jobs past retention failed; trying again at the next expiry", "err", err)
+			}
+			return nil
+		}
+		if tag.RowsAffected() < expireBatch || !time.Now().Before(until) || ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// expireBatch bounds the jobs one retention DELETE removes, and expireFor
+// the time one Expire spends deleting: a backlog (retention shortened,
+// or the first expiry on a large table) is worked off over several calls
+// in short transactions, not in one that locks millions of rows.
+const (
+	expireBatch = 10000
+	expireFor   = 10 * time.Second
+)
+
+// expireSQL is the retention DELETE at now and its arguments, or !ok when
+// the rules keep every finished job. Each row's cutoff depends on its state
+// and kind (now minus that kind's retention for that state), which no index
+// can range over; so the statement first bounds each finished state by its
+// shortest retention of any kind (a range of runlog_jobs_expiry, (state,
+// finished_at) of finished jobs), then checks each candidate's own rule. A
+// state that every kind keeps forever gets the cutoff -1, which no row
+// (finished_at >= 0) is below.
+func expireSQL(r *state.Retention, now int64, limit int) (sql string, args []any, ok bool) {
 	kinds := make([]string, len(r.PerKind))
 	succ, canc, fail := make([]int64, len(r.PerKind)), make([]int64, len(r.PerKind)), make([]int64, len(r.PerKind))
+	shortest := [3]int64{r.SucceededMS, r.FailedMS, r.CancelledMS} // by state - 2
 	for i, k := range r.PerKind {
 		kinds[i], succ[i], canc[i], fail[i] = k.Kind, k.SucceededMS, k.CancelledMS, k.FailedMS
+		for st, ttl := range [3]int64{k.SucceededMS, k.FailedMS, k.CancelledMS} {
+			if ttl > 0 && (shortest[st] <= 0 || ttl < shortest[st]) {
+				shortest[st] = ttl
+			}
+		}
 	}
-	_, err := s.pool.Exec(ctx, `DELETE FROM runlog_jobs j WHERE j.state >= `+succeededCode+` AND EXISTS (
-		SELECT 1 FROM (SELECT COALESCE(
-			(SELECT CASE j.state WHEN `+succeededCode+` THEN r.s WHEN `+cancelledCode+` THEN r.c ELSE r.f END
+	var cutoff [3]int64
+	for st, ttl := range shortest {
+		cutoff[st] = -1
+		if ttl > 0 {
+			cutoff[st], ok = now-ttl, true
+		}
+	}
+	bound := func(t string) string {
+		return `(` + t + `.state = ` + succeededCode + ` AND ` + t + `.finished_at <= $9) OR (` + t + `.state = ` + failedCode + ` AND ` + t + `.finished_at <= $10)
+			OR (` + t + `.state = ` + cancelledCode + ` AND ` + t + `.finished_at <= $11)`
+	}
+	// The ids come as an array (an InitPlan), not as "id IN (SELECT …)",
+	// which the planner joined with a scan of the whole table. The outer
+	// bound is checked again on a row changed meanwhile (a retry by hand).
+	return `DELETE FROM runlog_jobs d WHERE d.id = ANY(ARRAY(SELECT j.id FROM runlog_jobs j
+		WHERE (` + bound("j") + `)
+		AND EXISTS (SELECT 1 FROM (SELECT COALESCE(
+			(SELECT CASE j.state WHEN ` + succeededCode + ` THEN r.s WHEN ` + cancelledCode + ` THEN r.c ELSE r.f END
 				FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS r(kind, s, c, f) WHERE r.kind = j.kind),
-			CASE j.state WHEN `+succeededCode+` THEN $5::bigint WHEN `+cancelledCode+` THEN $6::bigint ELSE $7::bigint END) AS ttl) t
-		WHERE t.ttl > 0 AND j.finished_at <= $8::bigint - t.ttl)`,
-		kinds, succ, canc, fail, r.SucceededMS, r.CancelledMS, r.FailedMS, now)
-	if err != nil && ctx.Err() == nil {
-		s.log.Warn("pgstore: deleting finished jobs past retention failed; trying again at the next expiry", "err", err)
-	}
-	return nil
+			CASE j.state WHEN ` + succeededCode + ` THEN $5::bigint WHEN ` + cancelledCode + ` THEN $6::bigint ELSE $7::bigint END) AS ttl) t
+			WHERE t.ttl > 0 AND j.finished_at <= $8::bigint - t.ttl)
+		LIMIT $12)) AND (` + bound("d") + `)`,
+		[]any{kinds, succ, canc, fail, r.SucceededMS, r.CancelledMS, r.FailedMS, now, cutoff[0], cutoff[1], cutoff[2], limit}, ok
 }
 
 // usable reports why the store takes no call, or nil.
