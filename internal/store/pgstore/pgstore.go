@@ -229,6 +229,9 @@ type Store struct {
 	notify   store.Notify      // guarded by mu
 	inflight map[uint64]flight // guarded by mu: attempts claimed here and not finished
 	due      dueCache          // guarded by mu
+	// trouble: the targets whose breaker was not the zero one at the last
+	// read (guarded by mu); an outcome batch locks them up front.
+	trouble map[string]bool
 }
 
 // flight is an attempt this node claimed and has not finished: what its
@@ -291,7 +294,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]flight), notifyNodes: make(chan struct{}, 1)}
+	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]flight), trouble: make(map[string]bool), notifyNodes: make(chan struct{}, 1)}
 	// A node that restarts under the same id (a stable Options.Node) takes
 	// back at once what its previous process left running, as the embedded
 	// store does at open, instead of waiting for the leases to expire.
