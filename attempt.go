@@ -117,6 +117,17 @@ func (r *Runner) startAttempt(c store.Claim) {
 		if obs := r.cfg.Observer; obs != nil {
 			obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: out.Class.String(), Duration: time.Since(began)})
 		}
+		if r.async {
+			// The store records outcomes apart from claims: the slot is
+			// free once the outcome is queued for the next batch (the
+			// store keeps the attempt's lease until it is recorded). The
+			// queue holds Concurrency outcomes, so a slow store holds
+			// back the slots, not memory.
+			r.outcomes <- out
+			r.release(1)
+			r.signal()
+			return
+		}
 		// The slot goes with the outcome: the finisher reuses it for the next
 		// due job in the same durable write as the outcome.
 		r.outcomes <- out // never blocks: capacity Concurrency >= attempts in flight

@@ -19,16 +19,31 @@ func (r *Runner) signal() {
 // reserve takes every free slot of the pool for one claim and returns how
 // many it took; 0 when none is free, or when due jobs wait only for targets
 // at their limit (an ending attempt clears that).
+//
+// With a store that records outcomes apart (async), at most
+// maxAsyncClaims claims are in flight: the slots that free meanwhile wait
+// for the next, so that one claim fills many instead of one claim (a
+// transaction and its WAL flush) per ended attempt.
 func (r *Runner) reserve() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.targetBlocked {
+	if r.targetBlocked || (r.async && r.claiming >= maxAsyncClaims) {
 		return 0
 	}
 	n := r.cfg.Concurrency - r.inflight
-	r.inflight += max(n, 0)
+	if n > 0 {
+		r.inflight += n
+		if r.async {
+			r.claiming++
+		}
+	}
 	return n
 }
+
+// maxAsyncClaims bounds the claims in flight with a store that records
+// outcomes apart from claims: two, so that one is being decided and sent
+// while the other waits for its commit.
+const maxAsyncClaims = 2
 
 // release gives back n reserved slots that no attempt used.
 func (r *Runner) release(n int) {
@@ -141,6 +156,13 @@ func (r *Runner) dispatch() {
 // claim starts up to n due jobs on n reserved slots.
 func (r *Runner) claim(now int64, n int) {
 	defer r.claims.Done()
+	if r.async {
+		defer func() {
+			r.mu.Lock()
+			r.claiming--
+			r.mu.Unlock()
+		}()
+	}
 	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning})
 	if err != nil {
 		if r.transient(err) {

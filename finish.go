@@ -67,11 +67,17 @@ func (r *Runner) gather(batch *[]store.Outcome) {
 
 // settle records a batch of outcomes and, in the same durable write, starts
 // due jobs on the slots those attempts held (none once the runner stops).
+// With a store that records outcomes apart (async), the attempts freed
+// their slots already: it records the outcomes only.
 func (r *Runner) settle(batch []store.Outcome) {
 	if len(batch) == 0 {
 		return
 	}
-	lim := store.Limits{Max: len(batch), PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning}
+	held := len(batch) // the slots the batch's attempts hold
+	if r.async {
+		held = 0
+	}
+	lim := store.Limits{Max: held, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning}
 	select {
 	case <-r.stop:
 		lim.Max = 0
@@ -86,7 +92,7 @@ func (r *Runner) settle(batch []store.Outcome) {
 			break
 		}
 		if !r.transient(err) {
-			r.release(len(batch))
+			r.release(held)
 			if !errors.Is(err, store.ErrClosed) {
 				r.fail(err)
 			}
@@ -100,7 +106,7 @@ func (r *Runner) settle(batch []store.Outcome) {
 		select {
 		case <-r.stop:
 			if lim.Max == 0 {
-				r.release(len(batch))
+				r.release(held)
 				r.log.Warn("runlog: outcomes not recorded at close; their attempts run again once the store requeues them", "outcomes", len(batch), "err", err)
 				return
 			}
@@ -109,7 +115,7 @@ func (r *Runner) settle(batch []store.Outcome) {
 		}
 		r.troubled("finish", err)
 	}
-	r.release(len(batch) - len(claims))
+	r.release(held - len(claims))
 	for _, c := range claims {
 		r.startAttempt(c)
 	}

@@ -259,6 +259,7 @@ type dueCache struct {
 var (
 	_ store.Store              = (*Store)(nil)
 	_ store.ConcurrentFinisher = (*Store)(nil)
+	_ store.AsyncOutcomes      = (*Store)(nil)
 )
 
 // Open connects to the database at url (a PostgreSQL connection string),
@@ -344,6 +345,18 @@ func (s *Store) Finishers(concurrency int) int {
 	}
 	return 2
 }
+
+// AsyncOutcomes implements store.AsyncOutcomes: the engine frees a slot
+// when its handler returns and records outcomes in background batches
+// (Finish without a claim), filling slots by Claim. An outcome batch and a
+// claim are transactions either way; what changes is that a slot no longer
+// waits for its outcome's commit before it runs the next job, which at 16
+// slots had bounded each slot to one job per transaction. Fencing is
+// unchanged: the attempt stays in flight, its lease renewed, until Finish
+// records its outcome; a node that dies first leaves it running, and it is
+// requeued as any attempt of a dead node is (lease expiry, or at once by
+// the node's next process under the same id).
+func (s *Store) AsyncOutcomes() bool { return true }
 
 // Node returns this node's id.
 func (s *Store) Node() string { return s.opts.Node }
