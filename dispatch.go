@@ -3,6 +3,7 @@ package runlog
 import (
 	"errors"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/runlog/runlog/internal/store"
@@ -27,7 +28,7 @@ func (r *Runner) signal() {
 func (r *Runner) reserve() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.targetBlocked || (r.async && r.claiming >= maxAsyncClaims) {
+	if r.targetBlocked || (r.async && (r.claiming >= maxAsyncClaims || r.finisherComing())) {
 		return 0
 	}
 	n := r.cfg.Concurrency - r.inflight
@@ -38,6 +39,49 @@ func (r *Runner) reserve() int {
 		}
 	}
 	return n
+}
+
+// reserveFree takes up to max free slots of the pool (none while due jobs
+// wait only for targets at their limit) and returns how many it took.
+func (r *Runner) reserveFree(max int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.targetBlocked {
+		return 0
+	}
+	n := min(r.cfg.Concurrency-r.inflight, max)
+	if n <= 0 {
+		return 0
+	}
+	r.inflight += n
+	return n
+}
+
+// gatherSlots adds to a claim of n slots, with a store that records
+// outcomes apart (async), the slots that free within the gather window
+// while handlers still run: attempts that end together then start their
+// successors in one claim, not one claim each. It returns the new n.
+func (r *Runner) gatherSlots(n int) int {
+	deadline := time.Now().Add(gatherWindow)
+	for {
+		n += r.reserveFree(r.cfg.Concurrency)
+		r.mu.Lock()
+		running := len(r.running)
+		r.mu.Unlock()
+		if running == 0 || n >= r.cfg.Concurrency || !time.Now().Before(deadline) {
+			return n
+		}
+		runtime.Gosched()
+	}
+}
+
+// finisherComing reports, with a store that records outcomes apart
+// (async), whether a finisher is about to take queued outcomes: it starts
+// jobs on the free slots in the same transaction, so the dispatcher leaves
+// them to it rather than spend a claim's commit on them. Once it has
+// settled it signals the dispatcher, which claims what is left.
+func (r *Runner) finisherComing() bool {
+	return r.queued.Load() > 0 && r.finishing.Load() < int32(r.finishers)
 }
 
 // maxAsyncClaims bounds the claims in flight with a store that records
@@ -162,6 +206,9 @@ func (r *Runner) claim(now int64, n int) {
 			r.claiming--
 			r.mu.Unlock()
 		}()
+	}
+	if r.async {
+		n = r.gatherSlots(n)
 	}
 	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning})
 	if err != nil {

@@ -42,6 +42,12 @@ type Runner struct {
 	// async: the store records outcomes apart from claims
 	// (store.AsyncOutcomes); a slot is freed when its handler returns.
 	async bool
+	// finishers is how many finishers run; finishing how many of them
+	// are inside a store call.
+	finishers int
+	finishing atomic.Int32
+	// queued counts the outcomes queued and not yet in a store call.
+	queued atomic.Int32
 
 	base       context.Context // parent of every attempt's context
 	cancelBase context.CancelCauseFunc
@@ -147,6 +153,7 @@ func start(st store.Store, cfg Config) *Runner {
 	if a, ok := st.(store.AsyncOutcomes); ok {
 		r.async = a.AsyncOutcomes()
 	}
+	r.finishers = finishers
 	r.finishersDone.Add(finishers)
 	for range finishers {
 		go r.finisher()
