@@ -129,7 +129,10 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, req runlog.JobRequest) (runlog.En
 
 // Migrate applies the schema migrations that the database at url lacks
 // and returns the schema version it is at. It is idempotent, and
-// concurrent runs wait for each other (an advisory lock). Open migrates by
+// concurrent runs wait for each other (an advisory lock). On a database a
+// newer build migrated, it changes nothing, and fails unless that build's
+// migrations let nodes of this one run on it (see docs/postgres.md,
+// "Rolling upgrades"). Open migrates by
 // itself unless Options.NoMigrate is set; `runlog migrate --postgres URL`
 // calls this.
 func Migrate(ctx context.Context, url string) (int, error) {

@@ -199,3 +199,37 @@ func TestServeNodeIDAndLease(t *testing.T) {
 		}
 	}
 }
+
+// TestMigratePlan: `migrate --plan` lists what migrate would apply, how
+// each step runs and whether running nodes must stop, and changes
+// nothing; after `migrate` it has nothing to apply.
+func TestMigratePlan(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	for range 2 { // the second run sees the same: the first changed nothing
+		var out, errb bytes.Buffer
+		if code := run([]string{"migrate", "--plan", "--postgres", url}, &out, &errb); code != exitOK {
+			t.Fatalf("migrate --plan: exit %d: %s", code, errb.String())
+		}
+		for _, want := range []string{
+			"database at schema version 0; migrate would apply 5 migration(s), to version 5",
+			"5 0005_expiry_index.sql\n  runlog schema, version 5: retention that does not scan.",
+			"runs statement by statement outside a transaction",
+			"runs in one transaction",
+			"verdict: creates the schema",
+			"nothing was changed",
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Fatalf("migrate --plan does not say %q:\n%s", want, out.String())
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"migrate", "--postgres", url}, &out, &errb); code != exitOK {
+		t.Fatalf("migrate: exit %d: %s", code, errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"migrate", "--plan", "--postgres", url}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "database at schema version 5: nothing to apply") {
+		t.Fatalf("migrate --plan after migrate: exit %d: %s%s", code, out.String(), errb.String())
+	}
+}

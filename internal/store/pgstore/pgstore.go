@@ -128,6 +128,11 @@ type Options struct {
 	// Logger receives rescues, fenced outcomes and connection trouble.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// migrations, when set, are the migrations this node knows instead of
+	// the embedded ones: the upgrade tests run a node of an older build
+	// (fewer) and of a newer one (more) in one process.
+	migrations []migration
 }
 
 // withDefaults returns o with every zero field set to its default.
@@ -271,8 +276,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	known := opts.migrations
+	if known == nil {
+		var err error
+		if known, err = migrations(); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Migrate {
-		if _, err := Migrate(ctx, url); err != nil {
+		if _, err := migrateKnown(ctx, url, known); err != nil {
 			return nil, err
 		}
 	}
@@ -286,10 +298,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}
 	have, err := currentVersion(ctx, pool)
-	if err == nil && have < SchemaVersion() {
-		err = fmt.Errorf("%w: database at version %d, this build needs %d; run `runlog migrate` (or open with migrations enabled)", ErrSchemaOld, have, SchemaVersion())
-	} else if err == nil && have > SchemaVersion() {
-		err = fmt.Errorf("%w: database at version %d, this build knows %d; upgrade runlog", ErrSchemaNewer, have, SchemaVersion())
+	if err == nil && have < len(known) {
+		err = fmt.Errorf("%w: database at version %d, this build needs %d; run `runlog migrate` (or open with migrations enabled)", ErrSchemaOld, have, len(known))
+	} else if err == nil && have > len(known) {
+		// A newer build migrated the database: run on it if every step
+		// past this build's was an expand step (a rolling upgrade).
+		err = checkVersion(ctx, pool, have, len(known))
+		if err == nil {
+			opts.Logger.Info("pgstore: the database schema is newer than this build, and builds of this one run on it (a rolling upgrade)", "database", have, "build", len(known))
+		}
 	}
 	if err != nil {
 		pool.Close()

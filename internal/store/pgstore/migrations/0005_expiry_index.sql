@@ -1,4 +1,5 @@
 -- runlog: no transaction
+-- runlog: compatible from 4
 -- runlog schema, version 5: retention that does not scan. The retention
 -- DELETE's cutoff depends on each row's state and kind, which no index can
 -- range over, so it walked the whole table once a minute (10 M finished
