@@ -3,6 +3,7 @@ package runlog
 import (
 	"errors"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/runlog/runlog/internal/store"
@@ -19,16 +20,74 @@ func (r *Runner) signal() {
 // reserve takes every free slot of the pool for one claim and returns how
 // many it took; 0 when none is free, or when due jobs wait only for targets
 // at their limit (an ending attempt clears that).
+//
+// With a store that records outcomes apart (async), at most
+// maxAsyncClaims claims are in flight: the slots that free meanwhile wait
+// for the next, so that one claim fills many instead of one claim (a
+// transaction and its WAL flush) per ended attempt.
 func (r *Runner) reserve() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.targetBlocked || (r.async && (r.claiming >= maxAsyncClaims || r.finisherComing())) {
+		return 0
+	}
+	n := r.cfg.Concurrency - r.inflight
+	if n > 0 {
+		r.inflight += n
+		if r.async {
+			r.claiming++
+		}
+	}
+	return n
+}
+
+// reserveFree takes up to max free slots of the pool (none while due jobs
+// wait only for targets at their limit) and returns how many it took.
+func (r *Runner) reserveFree(max int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.targetBlocked {
 		return 0
 	}
-	n := r.cfg.Concurrency - r.inflight
-	r.inflight += max(n, 0)
+	n := min(r.cfg.Concurrency-r.inflight, max)
+	if n <= 0 {
+		return 0
+	}
+	r.inflight += n
 	return n
 }
+
+// gatherSlots adds to a claim of n slots, with a store that records
+// outcomes apart (async), the slots that free within the gather window
+// while handlers still run: attempts that end together then start their
+// successors in one claim, not one claim each. It returns the new n.
+func (r *Runner) gatherSlots(n int) int {
+	deadline := time.Now().Add(gatherWindow)
+	for {
+		n += r.reserveFree(r.cfg.Concurrency)
+		r.mu.Lock()
+		running := len(r.running)
+		r.mu.Unlock()
+		if running == 0 || n >= r.cfg.Concurrency || !time.Now().Before(deadline) {
+			return n
+		}
+		runtime.Gosched()
+	}
+}
+
+// finisherComing reports, with a store that records outcomes apart
+// (async), whether a finisher is about to take queued outcomes: it starts
+// jobs on the free slots in the same transaction, so the dispatcher leaves
+// them to it rather than spend a claim's commit on them. Once it has
+// settled it signals the dispatcher, which claims what is left.
+func (r *Runner) finisherComing() bool {
+	return r.queued.Load() > 0 && r.finishing.Load() < int32(r.finishers)
+}
+
+// maxAsyncClaims bounds the claims in flight with a store that records
+// outcomes apart from claims: two, so that one is being decided and sent
+// while the other waits for its commit.
+const maxAsyncClaims = 2
 
 // release gives back n reserved slots that no attempt used.
 func (r *Runner) release(n int) {
@@ -141,6 +200,16 @@ func (r *Runner) dispatch() {
 // claim starts up to n due jobs on n reserved slots.
 func (r *Runner) claim(now int64, n int) {
 	defer r.claims.Done()
+	if r.async {
+		defer func() {
+			r.mu.Lock()
+			r.claiming--
+			r.mu.Unlock()
+		}()
+	}
+	if r.async {
+		n = r.gatherSlots(n)
+	}
 	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning})
 	if err != nil {
 		if r.transient(err) {

@@ -67,6 +67,8 @@ func (r *Runner) gather(batch *[]ended) {
 
 // settle records a batch of outcomes and, in the same durable write, starts
 // due jobs on the slots those attempts held (none once the runner stops).
+// With a store that records outcomes apart (async), the attempts freed
+// their slots already: it records the outcomes only.
 func (r *Runner) settle(batch []ended) {
 	if len(batch) == 0 {
 		return
@@ -75,26 +77,62 @@ func (r *Runner) settle(batch []ended) {
 	for i := range batch {
 		outs[i] = batch[i].Outcome
 	}
-	lim := store.Limits{Max: len(batch), PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning}
+	held := len(batch) // the slots the batch's attempts hold
+	stopping := false
 	select {
 	case <-r.stop:
-		lim.Max = 0
+		stopping = true
 	default:
 	}
-	var claims []store.Claim
+	if r.async && !stopping {
+		// The attempts freed their slots already; the batch's
+		// transaction starts jobs on as many of the slots free now, as a
+		// claim would, at no extra commit (and sees the retries it
+		// records). Not more: a batch the database holds back holds its
+		// reserved slots with it.
+		held = r.reserveFree(len(batch))
+	} else if r.async {
+		held = 0
+	}
+	lim := store.Limits{Max: held, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning}
+	if stopping {
+		lim.Max = 0
+	}
+	// finishing counts this finisher as waiting for the store until the
+	// store call returns (not until its attempts started: the outcomes
+	// that end meanwhile are the next batch's to take, see reserve).
+	r.finishing.Add(1)
+	claims, ok := r.record(outs, lim, held)
+	r.finishing.Add(-1)
+	if !ok {
+		return
+	}
+	r.release(held - len(claims))
+	for _, c := range claims {
+		r.startAttempt(c)
+	}
+	r.signal() // slots may be free, and a retry may be due soon
+	r.finished(batch)
+}
+
+// record makes the store record batch (and claim within lim), trying again
+// while it fails transiently; !ok when it gave up, the held slots released.
+func (r *Runner) record(batch []store.Outcome, lim store.Limits, held int) (claims []store.Claim, ok bool) {
+	if r.async {
+		r.queued.Add(-int32(len(batch)))
+	}
 	for {
-		var err error
-		claims, err = r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, outs, lim)
+		claims, err := r.st.Finish(r.base, r.nowMS(), r.cfg.Rand, batch, lim)
 		if err == nil {
 			r.answered()
-			break
+			return claims, true
 		}
 		if !r.transient(err) {
-			r.release(len(batch))
+			r.release(held)
 			if !errors.Is(err, store.ErrClosed) {
 				r.fail(err)
 			}
-			return
+			return nil, false
 		}
 		// Recording the outcomes again is safe: an outcome whose attempt
 		// has ended already (the first try committed after all) is a
@@ -104,21 +142,15 @@ func (r *Runner) settle(batch []ended) {
 		select {
 		case <-r.stop:
 			if lim.Max == 0 {
-				r.release(len(batch))
+				r.release(held)
 				r.log.Warn("runlog: outcomes not recorded at close; their attempts run again once the store requeues them", "outcomes", len(batch), "err", err)
-				return
+				return nil, false
 			}
 			lim.Max = 0
 		default:
 		}
 		r.troubled("finish", err)
 	}
-	r.release(len(batch) - len(claims))
-	for _, c := range claims {
-		r.startAttempt(c)
-	}
-	r.signal() // slots may be free, and a retry may be due soon
-	r.finished(batch)
 }
 
 // transient reports whether err, from a store call, leaves the store

@@ -39,6 +39,15 @@ type Runner struct {
 	finishStop     chan struct{}  // closed by Close once no attempt can end anymore
 	finishersDone  sync.WaitGroup
 	workers        sync.WaitGroup
+	// async: the store records outcomes apart from claims
+	// (store.AsyncOutcomes); a slot is freed when its handler returns.
+	async bool
+	// finishers is how many finishers run; finishing how many of them
+	// are inside a store call.
+	finishers int
+	finishing atomic.Int32
+	// queued counts the outcomes queued and not yet in a store call.
+	queued atomic.Int32
 
 	base       context.Context // parent of every attempt's context
 	cancelBase context.CancelCauseFunc
@@ -48,6 +57,7 @@ type Runner struct {
 	failure       error               // guarded by mu: the store failed; nothing runs anymore
 	inflight      int                 // guarded by mu: slots taken (reserved by claims or running)
 	targetBlocked bool                // guarded by mu: due jobs wait only for per-target slots
+	claiming      int                 // guarded by mu: claims in flight (counted when async)
 	running       map[uint64]*flight  // guarded by mu
 	perTarget     map[string]int      // guarded by mu
 	cancelEarly   map[uint64]struct{} // guarded by mu: cancelled before its flight registered
@@ -158,6 +168,10 @@ func start(st store.Store, cfg Config) *Runner {
 	if f, ok := st.(store.ConcurrentFinisher); ok {
 		finishers = max(f.Finishers(cfg.Concurrency), 1)
 	}
+	if a, ok := st.(store.AsyncOutcomes); ok {
+		r.async = a.AsyncOutcomes()
+	}
+	r.finishers = finishers
 	r.finishersDone.Add(finishers)
 	for range finishers {
 		go r.finisher()

@@ -28,10 +28,14 @@ type Options struct {
 	Node string
 	// Lease is how long an attempt stays this node's without a heartbeat;
 	// once it expires, any node requeues the attempt as a failed attempt.
-	// Defaults to 5s.
+	// Defaults to 5s; at least 300ms (MinLeaseHeartbeats heartbeats of at
+	// least MinHeartbeat). A shorter lease brings a dead node's jobs back
+	// sooner, and runs more jobs twice when renewals are late (see
+	// docs/postgres.md, "Choosing a lease").
 	Lease time.Duration
 	// Heartbeat is how often the node renews the leases of its running
-	// attempts; below Lease. Defaults to 1s.
+	// attempts: from MinHeartbeat to Lease / MinLeaseHeartbeats. Defaults
+	// to Lease / 5 within [MinHeartbeat, 1s] (1s with the default lease).
 	Heartbeat time.Duration
 	// RescueEvery is how often the node looks for expired leases.
 	// Defaults to 1s.
@@ -88,6 +92,19 @@ func OpenWith(ctx context.Context, url string, cfg runlog.Config, opts Options) 
 	return r.(*runlog.Runner), nil
 }
 
+// The safe range of Options.Lease and Options.Heartbeat: OpenWith refuses
+// a Heartbeat below MinHeartbeat, or a Lease shorter than
+// MinLeaseHeartbeats heartbeats, with an error that says the range.
+const (
+	// MinHeartbeat is the shortest Heartbeat: what one lease renewal (an
+	// UPDATE and its commit's WAL flush) can take on a busy server.
+	MinHeartbeat = pgstore.MinHeartbeat
+	// MinLeaseHeartbeats is how many heartbeats a Lease spans at least,
+	// so that late or failed renewals do not hand a running attempt to
+	// another node.
+	MinLeaseHeartbeats = pgstore.MinLeaseHeartbeats
+)
+
 // EnqueueTx adds one job inside the caller's own transaction tx on a
 // database that runners opened with Open use: the job exists if and
 // only if tx commits, and the runners wake when it does. It needs no
@@ -112,7 +129,10 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, req runlog.JobRequest) (runlog.En
 
 // Migrate applies the schema migrations that the database at url lacks
 // and returns the schema version it is at. It is idempotent, and
-// concurrent runs wait for each other (an advisory lock). Open migrates by
+// concurrent runs wait for each other (an advisory lock). On a database a
+// newer build migrated, it changes nothing, and fails unless that build's
+// migrations let nodes of this one run on it (see docs/postgres.md,
+// "Rolling upgrades"). Open migrates by
 // itself unless Options.NoMigrate is set; `runlog migrate --postgres URL`
 // calls this.
 func Migrate(ctx context.Context, url string) (int, error) {

@@ -55,7 +55,7 @@ func init() {
 		"stats":    {summary: "show job counts by state and the queue lag", run: runStats},
 		"version":  {summary: "print the version, commit and Go toolchain of this binary", run: runVersion},
 		"journal":  {summary: "inspect a journal directory: journal verify DIR | dump DIR | state DIR --at SEQ | snapshot DIR", run: runJournal},
-		"migrate":  {summary: "create or upgrade the PostgreSQL schema: migrate --postgres URL", run: runMigrate},
+		"migrate":  {summary: "create or upgrade the PostgreSQL schema: migrate --postgres URL [--plan]", run: runMigrate},
 		"loadtest": {summary: "measure enqueue and delivery throughput against a server", run: runLoadtest, hidden: true},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,5 +131,105 @@ func TestServerOnPostgresNeedsNoDir(t *testing.T) {
 	}
 	if _, err := server.Start(server.Config{Addr: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "--data") {
 		t.Fatalf("Start with neither Dir nor Postgres: %v, want an error naming --data", err)
+	}
+}
+
+// TestServeNodeIDAndLease: `serve --postgres --node-id N --lease L` runs
+// as node N with lease L: killed with SIGKILL while an attempt runs and
+// started again under the same id, it requeues that attempt at once ("node
+// N restarted") instead of waiting for its hour-long lease, and the job
+// runs again. Unsafe leases and the flags without --postgres are refused
+// with the reason.
+func TestServeNodeIDAndLease(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	arrived := make(chan struct{}, 4)
+	release := make(chan struct{})
+	var calls atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			arrived <- struct{}{}
+			select { // the first delivery hangs until its server is killed
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+	}))
+	defer target.Close()
+	defer close(release)
+
+	args := []string{"--postgres", url, "--node-id", "web-1", "--lease", "1h", "--retry-base", "1ms", "--retry-cap", "1ms"}
+	first := startServe(t, t.TempDir(), args...)
+	ctx := context.Background()
+	job, err := first.client().Enqueue(ctx, server.JobRequest{Kind: "http", URL: target.URL + "/hang"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the job was not delivered\n%s", first.output())
+	}
+	first.kill()
+	second := startServe(t, t.TempDir(), args...)
+	c := second.client()
+	j := testwait.UntilWithin(t, 30*time.Second, "the restarted node to run the job again", func() (server.Job, bool) {
+		j, err := c.Job(ctx, job.ID)
+		return j, err == nil && j.State == "succeeded"
+	})
+	if len(j.History) != 2 || !strings.Contains(j.History[0].Error, "node web-1 restarted") {
+		t.Fatalf("job after the restart: %+v\n%s", j, second.output())
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--postgres", url, "--lease", "200ms"}, "Lease 200ms is below 300ms"},
+		{[]string{"--postgres", url, "--lease", "1s", "--heartbeat", "500ms"}, "set Heartbeat between 100ms and 333.333333ms"},
+		{[]string{"--postgres", url, "--heartbeat", "10ms"}, "Heartbeat 10ms with Lease 5s is unsafe"},
+		{[]string{"--node-id", "web-1"}, "--node-id applies to a PostgreSQL store only"},
+		{[]string{"--lease", "2s"}, "--lease applies to a PostgreSQL store only"},
+		{[]string{"--postgres", url, "--node-id", "a\nb"}, "a node id is at most 200 bytes of printable UTF-8"},
+	} {
+		code, _, stderr := runCLI(t, nil, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir()}, c.args...)...)
+		if code == exitOK || !strings.Contains(stderr, c.want) {
+			t.Errorf("serve %q: exit %d, stderr %q; want a failure saying %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// TestMigratePlan: `migrate --plan` lists what migrate would apply, how
+// each step runs and whether running nodes must stop, and changes
+// nothing; after `migrate` it has nothing to apply.
+func TestMigratePlan(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	for range 2 { // the second run sees the same: the first changed nothing
+		var out, errb bytes.Buffer
+		if code := run([]string{"migrate", "--plan", "--postgres", url}, &out, &errb); code != exitOK {
+			t.Fatalf("migrate --plan: exit %d: %s", code, errb.String())
+		}
+		for _, want := range []string{
+			"database at schema version 0; migrate would apply 5 migration(s), to version 5",
+			"5 0005_expiry_index.sql\n  runlog schema, version 5: retention that does not scan.",
+			"runs statement by statement outside a transaction",
+			"runs in one transaction",
+			"verdict: creates the schema",
+			"nothing was changed",
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Fatalf("migrate --plan does not say %q:\n%s", want, out.String())
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"migrate", "--postgres", url}, &out, &errb); code != exitOK {
+		t.Fatalf("migrate: exit %d: %s", code, errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"migrate", "--plan", "--postgres", url}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "database at schema version 5: nothing to apply") {
+		t.Fatalf("migrate --plan after migrate: exit %d: %s%s", code, out.String(), errb.String())
 	}
 }

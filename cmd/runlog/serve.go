@@ -18,12 +18,14 @@ import (
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/kinds"
 	"github.com/runlog/runlog/internal/server"
+	"github.com/runlog/runlog/postgres"
 )
 
 // serveFlags are the flags of runlog serve.
 type serveFlags struct {
 	data, addr, token, tokenFile       string
-	postgres                           string
+	postgres, nodeID                   string
+	lease, heartbeat                   time.Duration
 	concurrency, targetConcurrency     int
 	timeout                            time.Duration
 	retryAttempts                      int
@@ -64,6 +66,9 @@ func (f *serveFlags) noteRetryChosen(fs *flag.FlagSet) {
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.data, "data", "./runlog-data", "journal `directory` (created if missing)")
 	fs.StringVar(&f.postgres, "postgres", "", "store jobs in this PostgreSQL database (a connection `URL`) instead of the journal in --data; servers sharing it share the work")
+	fs.StringVar(&f.nodeID, "node-id", "", "with --postgres: this server's node `id` among the servers on the database, unique among live ones and stable across restarts (a pod or host name), so that a restarted node takes back at once what it left running; default host-pid-random")
+	fs.DurationVar(&f.lease, "lease", 0, "with --postgres: how long a running attempt stays this node's without a renewal before other nodes run it again; at least 300ms (default 5s)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "with --postgres: how often the node renews its leases, from 100ms to a third of --lease (default lease/5 within 100ms-1s)")
 	fs.StringVar(&f.addr, "addr", server.DefaultAddr, "listen `address`; beyond loopback a token is required")
 	fs.StringVar(&f.token, "token", "", "bearer `token` required on every API call but /healthz (prefer RUNLOG_TOKEN or --token-file)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the token from this `file`")
@@ -202,11 +207,26 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	if err != nil {
 		return server.Config{}, err
 	}
+	if f.postgres == "" {
+		for name, set := range map[string]bool{"--node-id": f.nodeID != "", "--lease": f.lease != 0, "--heartbeat": f.heartbeat != 0} {
+			if set {
+				return server.Config{}, fmt.Errorf("%s applies to a PostgreSQL store only: add --postgres URL, or drop %s (the journal in --data has one node)", name, name)
+			}
+		}
+	}
+	if f.lease < 0 || f.heartbeat < 0 {
+		return server.Config{}, fmt.Errorf("--lease %v, --heartbeat %v: durations must be positive", f.lease, f.heartbeat)
+	}
 	return server.Config{
 		Dir:      f.data,
 		Postgres: f.postgres,
-		Addr:     f.addr,
-		Token:    token,
+		PostgresOptions: postgres.Options{
+			Node:      f.nodeID,
+			Lease:     f.lease,
+			Heartbeat: f.heartbeat,
+		},
+		Addr:  f.addr,
+		Token: token,
 		Runner: runlog.Config{
 			Concurrency:       f.concurrency,
 			TargetConcurrency: f.targetConcurrency,

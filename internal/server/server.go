@@ -58,6 +58,9 @@ type Config struct {
 	// database the runner stores its jobs in (schema migrated at start),
 	// instead of the journal in Dir: many servers may share it.
 	Postgres string
+	// PostgresOptions tune the node on Postgres (its id, lease and
+	// heartbeat); unused without Postgres.
+	PostgresOptions postgres.Options
 	// Addr is the listen address. Defaults to DefaultAddr. A port of 0
 	// picks a free port (see Server.Addr).
 	Addr string
@@ -188,7 +191,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	var runner *runlog.Runner
 	if cfg.Postgres != "" {
-		runner, err = postgres.Open(context.Background(), cfg.Postgres, rc)
+		runner, err = postgres.OpenWith(context.Background(), cfg.Postgres, rc, cfg.PostgresOptions)
 		if err != nil {
 			return nil, fmt.Errorf("server: open PostgreSQL store: %w", err)
 		}

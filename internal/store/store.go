@@ -139,6 +139,24 @@ type ConcurrentFinisher interface {
 	Finishers(concurrency int) int
 }
 
+// AsyncOutcomes is a store whose outcomes need not share a durable write
+// with the claim of the next attempts (PostgreSQL: an outcome batch and a
+// claim are transactions of their own either way, and each slot waiting
+// for its outcome's commit before it runs again bounds the throughput of
+// few slots). AsyncOutcomes reports whether the engine should use it:
+// then a slot is freed when its attempt's handler returns, the outcomes
+// are recorded in background batches by Finish with Limits.Max 0, and
+// slots are filled by Claim alone. The store must keep an attempt whose
+// outcome is not recorded yet as its own (renew its lease) until Finish
+// records it, and, if the process dies first, requeue it as it requeues
+// any attempt left running: delivery stays at least once. A store that is
+// not an AsyncOutcomes (the embedded journal, whose outcome and next
+// start share one fdatasync) frees a slot only once its outcome is
+// durable, in the write that starts the next attempt on it.
+type AsyncOutcomes interface {
+	AsyncOutcomes() bool
+}
+
 // SnapshotStats describe one snapshot written by a Snapshotter.
 type SnapshotStats struct {
 	Seq      uint64        // the last journal record it covers (0: nothing new, none written)

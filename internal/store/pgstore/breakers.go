@@ -72,8 +72,7 @@ func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, 
 			return fmt.Errorf("pgstore: create breaker rows: %w", err)
 		}
 	}
-	locked, err := scanBreakers(ctx, tx, `SELECT target, state, fails, until, busy FROM runlog_breakers
-		WHERE target = ANY($1) ORDER BY target COLLATE "C" FOR UPDATE`, lock)
+	locked, err := scanBreakers(ctx, tx, lockBreakersSQL, lock)
 	if err != nil {
 		return err
 	}
@@ -85,6 +84,27 @@ func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, 
 		into[t] = &breakerRow{b: b, orig: b, locked: true}
 	}
 	return nil
+}
+
+// lockBreakersSQL locks and reads the breakers of targets $1, in the
+// order every transaction locks them.
+const lockBreakersSQL = `SELECT target, state, fails, until, busy FROM runlog_breakers
+	WHERE target = ANY($1) ORDER BY target COLLATE "C" FOR UPDATE`
+
+// queueLockBreakers queues, in b, the lock of the breakers of targets
+// (sorted), adding those that exist to into as locked. A target without a
+// row yet is left out: loadBreakers creates and locks it.
+func queueLockBreakers(b *pgx.Batch, targets []string, into map[string]*breakerRow) {
+	if len(targets) == 0 {
+		return
+	}
+	b.Queue(lockBreakersSQL, targets).Query(func(rows pgx.Rows) error {
+		m, err := readBreakers(rows)
+		for t, br := range m {
+			into[t] = &breakerRow{b: br, orig: br, locked: true}
+		}
+		return err
+	})
 }
 
 // scanBreakers runs a query of breaker rows for the targets.

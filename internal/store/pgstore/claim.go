@@ -30,7 +30,10 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 		return nil, err
 	}
 	gen := s.dueGen()
-	var res claimResult
+	var (
+		res         claimResult
+		seenNonZero map[string]retry.Breaker
+	)
 	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
 		// One round trip for BEGIN, every breaker that is not the zero
 		// one and the first due rows.
@@ -43,12 +46,13 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
-		res = claimResult{}
+		res, seenNonZero = claimResult{}, nonZero
 		return s.newClaim(tx, now, lim, nil, nonZero, &res).run(ctx, &due)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
+	s.noteTrouble(seenNonZero)
 	s.claimed(gen, res)
 	if res.deferred {
 		s.wakeNodes()

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -39,9 +40,10 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	s.mu.Unlock()
 	gen := s.dueGen()
 	var (
-		fenced   []store.Outcome
-		requeued bool
-		res      claimResult
+		fenced      []store.Outcome
+		requeued    bool
+		res         claimResult
+		seenNonZero map[string]retry.Breaker
 	)
 	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
 		brs := make(map[string]*breakerRow)
@@ -57,6 +59,11 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		if err != nil {
 			return nil, err
 		}
+		// The breakers this batch will change, locked in the same round
+		// trip: the targets of its failures, and those that were in
+		// trouble (not the zero breaker) at the last read. A guess that
+		// misses one costs loadBreakers a round trip, no more.
+		queueLockBreakers(b, s.breakersToLock(fast, fls), brs)
 		queueNonZeroBreakers(b, &nonZero)
 		if lim.Max > 0 {
 			queueDue(b, now, lim.Max, &due)
@@ -66,8 +73,15 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		}
 		var slowRecorded bool
 		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero)
-		if err != nil || lim.Max <= 0 {
+		seenNonZero = nonZero
+		if err != nil {
 			return nil, err
+		}
+		if lim.Max <= 0 {
+			// The breakers the outcomes changed go with the COMMIT (a
+			// claim's end queues them with its own).
+			last := &pgx.Batch{}
+			return last, queueBreakerWrites(last, brs)
 		}
 		pre := &due
 		if slowRecorded {
@@ -92,6 +106,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		s.invalidate()
 		return nil, fmt.Errorf("pgstore: finish: %w", err)
 	}
+	s.noteTrouble(seenNonZero)
 	switch {
 	case lim.Max > 0:
 		s.claimed(gen, res)
@@ -110,6 +125,39 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			"job", o.ID, "attempt", o.Attempt, "class", o.Class.String(), "node", s.opts.Node)
 	}
 	return res.claims, nil
+}
+
+// breakersToLock returns the targets whose breakers an outcome batch
+// locks in its first round trip: those of the outcomes the one UPDATE
+// records that fail their breaker (retryable and unsafe failures), and
+// those of any outcome whose breaker was not the zero one at the node's
+// last read of them (a success there may close or change it).
+func (s *Store) breakersToLock(fast *fastSettle, fls []*flight) []string {
+	var ts []string
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, i := range fast.idx {
+		t := fls[i].target
+		if fast.ops[n].BreakerFailed || s.trouble[t] {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return slices.Compact(ts)
+}
+
+// noteTrouble records the targets whose breakers a transaction read as
+// not the zero one (nil: it did not read them), for breakersToLock.
+func (s *Store) noteTrouble(nonZero map[string]retry.Breaker) {
+	if nonZero == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.trouble)
+	for t := range nonZero {
+		s.trouble[t] = true
+	}
 }
 
 // settleTx records outcomes in tx (rs holds one random draw per outcome,
@@ -189,6 +237,11 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 			br := brs[targets[i]]
 			br.b = state.BreakerAfter(br.b, c, op)
 		}
+	}
+	if len(changed) == 0 {
+		// Only the one UPDATE's outcomes: the breakers they changed are
+		// written with the transaction's last batch (the caller's).
+		return fenced, requeued, false, nil
 	}
 	slowRequeued, err := s.writeRows(ctx, tx, rows, changed, brs)
 	return fenced, requeued || slowRequeued, slowRecorded, err

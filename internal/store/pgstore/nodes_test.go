@@ -186,7 +186,7 @@ func TestConcurrentKeys(t *testing.T) {
 func TestRescueOfLastAttemptFails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a, url := openTest(t, Options{Node: "a", Lease: 100 * time.Millisecond, Heartbeat: 50 * time.Millisecond, RescueEvery: time.Hour})
+	a, url := openTest(t, Options{Node: "a", Lease: 300 * time.Millisecond, Heartbeat: 100 * time.Millisecond, RescueEvery: time.Hour})
 	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 3000 }})
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestRescueOfLastAttemptFails(t *testing.T) {
 		t.Fatalf("claim: %v %v", cs, err)
 	}
 	// While a heartbeats, its lease holds.
-	time.Sleep(300 * time.Millisecond) // under test: three times the lease passes
+	time.Sleep(900 * time.Millisecond) // under test: three times the lease passes
 	if n, err := b.Rescue(ctx); err != nil || n != 0 {
 		t.Fatalf("rescue of a heartbeating node: %d %v", n, err)
 	}
@@ -349,7 +349,7 @@ func TestEnqueueWakesOtherNodes(t *testing.T) {
 func TestHeartbeatSkipsHeldRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a, _ := openTest(t, Options{Node: "a", Lease: 2 * time.Hour, Heartbeat: time.Hour, RescueEvery: time.Hour})
+	a, _ := openTest(t, Options{Node: "a", Lease: 3 * time.Hour, Heartbeat: time.Hour, RescueEvery: time.Hour})
 	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 1}}
 	if _, err := a.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}, {Spec: spec, Due: 1000}}); err != nil {
 		t.Fatal(err)

@@ -71,6 +71,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -103,10 +105,13 @@ type Options struct {
 	// host-pid-random; it must be unique among live nodes.
 	Node string
 	// Lease is how long a started attempt stays this node's without a
-	// heartbeat. Defaults to 5s.
+	// heartbeat. Defaults to 5s. It must be at least MinLeaseHeartbeats
+	// heartbeats: a shorter lease expires while its attempt still runs
+	// whenever a renewal is late, and the attempt runs twice.
 	Lease time.Duration
-	// Heartbeat is how often the node renews the leases of its attempts.
-	// It must be below Lease. Defaults to 1s.
+	// Heartbeat is how often the node renews the leases of its attempts:
+	// at least MinHeartbeat, at most Lease / MinLeaseHeartbeats. Defaults
+	// to Lease / 5 within [MinHeartbeat, 1s] (1s with the default lease).
 	Heartbeat time.Duration
 	// RescueEvery is how often the node requeues attempts whose lease
 	// expired. Defaults to 1s.
@@ -123,6 +128,11 @@ type Options struct {
 	// Logger receives rescues, fenced outcomes and connection trouble.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// migrations, when set, are the migrations this node knows instead of
+	// the embedded ones: the upgrade tests run a node of an older build
+	// (fewer) and of a newer one (more) in one process.
+	migrations []migration
 }
 
 // withDefaults returns o with every zero field set to its default.
@@ -145,7 +155,7 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	def(&o.Lease, 5*time.Second)
-	def(&o.Heartbeat, time.Second)
+	def(&o.Heartbeat, min(max(o.Lease/5, MinHeartbeat), time.Second))
 	def(&o.RescueEvery, time.Second)
 	def(&o.PollEvery, time.Second)
 	if o.MaxConns == 0 {
@@ -162,6 +172,9 @@ func (o Options) validate() error {
 	if err := o.Circuit.Validate(); err != nil {
 		return fmt.Errorf("pgstore: Circuit: %w", err)
 	}
+	if len(o.Node) > maxNode || strings.ContainsFunc(o.Node, unicode.IsControl) || !utf8.ValidString(o.Node) {
+		return fmt.Errorf("pgstore: Node %q: a node id is at most %d bytes of printable UTF-8 (a host or pod name)", o.Node, maxNode)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -170,11 +183,36 @@ func (o Options) validate() error {
 			return fmt.Errorf("pgstore: %s %v must be at least 1ms", d.name, d.v)
 		}
 	}
-	if o.Heartbeat >= o.Lease {
-		return fmt.Errorf("pgstore: Heartbeat %v must be below Lease %v, or leases expire between heartbeats", o.Heartbeat, o.Lease)
+	if floor := MinLeaseHeartbeats * MinHeartbeat; o.Lease < floor {
+		return fmt.Errorf("pgstore: Lease %v is below %v (%d heartbeats of at least %v): one late renewal would let a rescuer take back attempts "+
+			"that still run, and run them twice; set Lease to %v or more, and Heartbeat between %v and Lease/%d",
+			o.Lease, floor, MinLeaseHeartbeats, MinHeartbeat, floor, MinHeartbeat, MinLeaseHeartbeats)
+	}
+	if o.Heartbeat < MinHeartbeat || o.Lease < MinLeaseHeartbeats*o.Heartbeat {
+		return fmt.Errorf("pgstore: Heartbeat %v with Lease %v is unsafe: a renewal can take longer than %v on a busy server, and the lease must "+
+			"span %d heartbeats so that a late renewal does not let a rescuer run the attempt twice; set Heartbeat between %v and %v (Lease/%d)",
+			o.Heartbeat, o.Lease, MinHeartbeat, MinLeaseHeartbeats, MinHeartbeat, o.Lease/MinLeaseHeartbeats, MinLeaseHeartbeats)
 	}
 	return nil
 }
+
+// maxNode bounds a node id: it is stored in every attempt's JSON and sent
+// in cancel notifications.
+const maxNode = 200
+
+// The safe range of Options.Lease and Options.Heartbeat (see validate).
+const (
+	// MinHeartbeat is the shortest Heartbeat: a renewal is one UPDATE and
+	// its commit's WAL flush, a few ms on a healthy server, tens of ms on
+	// a loaded one (a checkpoint, a full fsync queue); a heartbeat shorter
+	// than that makes renewals queue behind each other.
+	MinHeartbeat = 100 * time.Millisecond
+	// MinLeaseHeartbeats is how many heartbeats a Lease spans at least,
+	// so that two renewals in a row may be late or fail (a connection
+	// dropped and dialled again, a stalled server) before an attempt that
+	// still runs is taken back.
+	MinLeaseHeartbeats = 3
+)
 
 // Store is the PostgreSQL store; it implements store.Store. Open one per
 // node with Open.
@@ -196,6 +234,9 @@ type Store struct {
 	notify   store.Notify      // guarded by mu
 	inflight map[uint64]flight // guarded by mu: attempts claimed here and not finished
 	due      dueCache          // guarded by mu
+	// trouble: the targets whose breaker was not the zero one at the last
+	// read (guarded by mu); an outcome batch locks them up front.
+	trouble map[string]bool
 }
 
 // flight is an attempt this node claimed and has not finished: what its
@@ -223,6 +264,7 @@ type dueCache struct {
 var (
 	_ store.Store              = (*Store)(nil)
 	_ store.ConcurrentFinisher = (*Store)(nil)
+	_ store.AsyncOutcomes      = (*Store)(nil)
 )
 
 // Open connects to the database at url (a PostgreSQL connection string),
@@ -234,8 +276,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	known := opts.migrations
+	if known == nil {
+		var err error
+		if known, err = migrations(); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Migrate {
-		if _, err := Migrate(ctx, url); err != nil {
+		if _, err := migrateKnown(ctx, url, known); err != nil {
 			return nil, err
 		}
 	}
@@ -249,16 +298,21 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}
 	have, err := currentVersion(ctx, pool)
-	if err == nil && have < SchemaVersion() {
-		err = fmt.Errorf("%w: database at version %d, this build needs %d; run `runlog migrate` (or open with migrations enabled)", ErrSchemaOld, have, SchemaVersion())
-	} else if err == nil && have > SchemaVersion() {
-		err = fmt.Errorf("%w: database at version %d, this build knows %d; upgrade runlog", ErrSchemaNewer, have, SchemaVersion())
+	if err == nil && have < len(known) {
+		err = fmt.Errorf("%w: database at version %d, this build needs %d; run `runlog migrate` (or open with migrations enabled)", ErrSchemaOld, have, len(known))
+	} else if err == nil && have > len(known) {
+		// A newer build migrated the database: run on it if every step
+		// past this build's was an expand step (a rolling upgrade).
+		err = checkVersion(ctx, pool, have, len(known))
+		if err == nil {
+			opts.Logger.Info("pgstore: the database schema is newer than this build, and builds of this one run on it (a rolling upgrade)", "database", have, "build", len(known))
+		}
 	}
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]flight), notifyNodes: make(chan struct{}, 1)}
+	s := &Store{opts: opts, url: url, pool: pool, log: opts.Logger, inflight: make(map[uint64]flight), trouble: make(map[string]bool), notifyNodes: make(chan struct{}, 1)}
 	// A node that restarts under the same id (a stable Options.Node) takes
 	// back at once what its previous process left running, as the embedded
 	// store does at open, instead of waiting for the leases to expire.
@@ -308,6 +362,18 @@ func (s *Store) Finishers(concurrency int) int {
 	}
 	return 2
 }
+
+// AsyncOutcomes implements store.AsyncOutcomes: the engine frees a slot
+// when its handler returns and records outcomes in background batches
+// (Finish without a claim), filling slots by Claim. An outcome batch and a
+// claim are transactions either way; what changes is that a slot no longer
+// waits for its outcome's commit before it runs the next job, which at 16
+// slots had bounded each slot to one job per transaction. Fencing is
+// unchanged: the attempt stays in flight, its lease renewed, until Finish
+// records its outcome; a node that dies first leaves it running, and it is
+// requeued as any attempt of a dead node is (lease expiry, or at once by
+// the node's next process under the same id).
+func (s *Store) AsyncOutcomes() bool { return true }
 
 // Node returns this node's id.
 func (s *Store) Node() string { return s.opts.Node }
@@ -520,11 +586,12 @@ func (s *Store) heartbeat() {
 
 // Expire implements store.Store: it deletes the finished jobs whose
 // retention (Options.Retention, by state and kind) ran out by now, which
-// releases their keys. A job expires at the end of the bucket of width
-// ttl/16 its expiry time falls in (state.PartOf, the embedded store's
-// partitions), so that both stores keep and drop the same jobs. The engine calls it periodically. A failed delete is
-// logged, not returned: it is tried again at the next call, and a transient
-// database error must not stop the runner.
+// releases their keys, in batches of expireBatch for up to expireFor. A
+// job expires at the end of the bucket of width ttl/16 its expiry time
+// falls in (state.PartOf, the embedded store's partitions), so that both
+// stores keep and drop the same jobs. The engine calls it periodically. A
+// failed delete is logged, not returned: it is tried again at the next
+// call, and a transient database error must not stop the runner.
 func (s *Store) Expire(ctx context.Context, now int64) error {
 	r := s.opts.Retention
 	if r == nil {
@@ -533,23 +600,78 @@ func (s *Store) Expire(ctx context.Context, now int64) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	sql, args, ok := expireSQL(r, now, expireBatch)
+	if !ok {
+		return nil // every finished job is kept forever
+	}
+	until := time.Now().Add(expireFor)
+	for {
+		tag, err := s.pool.Exec(ctx, sql, args...)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("pgstore: deleting finished jobs past retention failed; trying again at the next expiry", "err", err)
+			}
+			return nil
+		}
+		if tag.RowsAffected() < expireBatch || !time.Now().Before(until) || ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// expireBatch bounds the jobs one retention DELETE removes, and expireFor
+// the time one Expire spends deleting: a backlog (retention shortened,
+// or the first expiry on a large table) is worked off over several calls
+// in short transactions, not in one that locks millions of rows.
+const (
+	expireBatch = 10000
+	expireFor   = 10 * time.Second
+)
+
+// expireSQL is the retention DELETE at now and its arguments, or !ok when
+// the rules keep every finished job. Each row's cutoff depends on its state
+// and kind (now minus that kind's retention for that state), which no index
+// can range over; so the statement first bounds each finished state by its
+// shortest retention of any kind (a range of runlog_jobs_expiry, (state,
+// finished_at) of finished jobs), then checks each candidate's own rule. A
+// state that every kind keeps forever gets the cutoff -1, which no row
+// (finished_at >= 0) is below.
+func expireSQL(r *state.Retention, now int64, limit int) (sql string, args []any, ok bool) {
 	kinds := make([]string, len(r.PerKind))
 	succ, canc, fail := make([]int64, len(r.PerKind)), make([]int64, len(r.PerKind)), make([]int64, len(r.PerKind))
+	shortest := [3]int64{r.SucceededMS, r.FailedMS, r.CancelledMS} // by state - 2
 	for i, k := range r.PerKind {
 		kinds[i], succ[i], canc[i], fail[i] = k.Kind, k.SucceededMS, k.CancelledMS, k.FailedMS
+		for st, ttl := range [3]int64{k.SucceededMS, k.FailedMS, k.CancelledMS} {
+			if ttl > 0 && (shortest[st] <= 0 || ttl < shortest[st]) {
+				shortest[st] = ttl
+			}
+		}
 	}
-	_, err := s.pool.Exec(ctx, `DELETE FROM runlog_jobs j WHERE j.state >= `+succeededCode+` AND EXISTS (
-		SELECT 1 FROM (SELECT COALESCE(
-			(SELECT CASE j.state WHEN `+succeededCode+` THEN r.s WHEN `+cancelledCode+` THEN r.c ELSE r.f END
+	var cutoff [3]int64
+	for st, ttl := range shortest {
+		cutoff[st] = -1
+		if ttl > 0 {
+			cutoff[st], ok = now-ttl, true
+		}
+	}
+	bound := func(t string) string {
+		return `(` + t + `.state = ` + succeededCode + ` AND ` + t + `.finished_at <= $9) OR (` + t + `.state = ` + failedCode + ` AND ` + t + `.finished_at <= $10)
+			OR (` + t + `.state = ` + cancelledCode + ` AND ` + t + `.finished_at <= $11)`
+	}
+	// The ids come as an array (an InitPlan), not as "id IN (SELECT …)",
+	// which the planner joined with a scan of the whole table. The outer
+	// bound is checked again on a row changed meanwhile (a retry by hand).
+	return `DELETE FROM runlog_jobs d WHERE d.id = ANY(ARRAY(SELECT j.id FROM runlog_jobs j
+		WHERE (` + bound("j") + `)
+		AND EXISTS (SELECT 1 FROM (SELECT COALESCE(
+			(SELECT CASE j.state WHEN ` + succeededCode + ` THEN r.s WHEN ` + cancelledCode + ` THEN r.c ELSE r.f END
 				FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS r(kind, s, c, f) WHERE r.kind = j.kind),
-			CASE j.state WHEN `+succeededCode+` THEN $5::bigint WHEN `+cancelledCode+` THEN $6::bigint ELSE $7::bigint END) AS ttl) t
-		WHERE t.ttl > 0 AND j.finished_at <= $8::bigint - t.ttl
-			AND ((j.finished_at + t.ttl) / GREATEST(t.ttl / 16, 1) + 1) * GREATEST(t.ttl / 16, 1) <= $8::bigint)`,
-		kinds, succ, canc, fail, r.SucceededMS, r.CancelledMS, r.FailedMS, now)
-	if err != nil && ctx.Err() == nil {
-		s.log.Warn("pgstore: deleting finished jobs past retention failed; trying again at the next expiry", "err", err)
-	}
-	return nil
+			CASE j.state WHEN ` + succeededCode + ` THEN $5::bigint WHEN ` + cancelledCode + ` THEN $6::bigint ELSE $7::bigint END) AS ttl) t
+			WHERE t.ttl > 0 AND j.finished_at <= $8::bigint - t.ttl
+				AND ((j.finished_at + t.ttl) / GREATEST(t.ttl / 16, 1) + 1) * GREATEST(t.ttl / 16, 1) <= $8::bigint)
+		LIMIT $12)) AND (` + bound("d") + `)`,
+		[]any{kinds, succ, canc, fail, r.SucceededMS, r.CancelledMS, r.FailedMS, now, cutoff[0], cutoff[1], cutoff[2], limit}, ok
 }
 
 // usable reports why the store takes no call, or nil.

@@ -387,7 +387,7 @@ func TestFilters(t *testing.T) {
 func TestFencing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a, url := openTest(t, Options{Node: "a", Lease: 200 * time.Millisecond, Heartbeat: 100 * time.Millisecond, RescueEvery: time.Hour})
+	a, url := openTest(t, Options{Node: "a", Lease: 300 * time.Millisecond, Heartbeat: 100 * time.Millisecond, RescueEvery: time.Hour})
 	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 1500 }})
 	if err != nil {
 		t.Fatal(err)
@@ -613,7 +613,7 @@ func TestExpire(t *testing.T) {
 func TestFencingStaleFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a, url := openTest(t, Options{Node: "a", Lease: 2 * time.Hour, Heartbeat: time.Hour, RescueEvery: time.Hour})
+	a, url := openTest(t, Options{Node: "a", Lease: 3 * time.Hour, Heartbeat: time.Hour, RescueEvery: time.Hour})
 	b, err := Open(ctx, url, Options{Node: "b", Circuit: testCircuit, RescueEvery: time.Hour, Now: func() int64 { return 1500 }})
 	if err != nil {
 		t.Fatal(err)
@@ -771,7 +771,7 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 func TestOutcomeOfEarlierAttemptKeepsLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := openTest(t, Options{Lease: time.Second, Heartbeat: 20 * time.Millisecond, RescueEvery: time.Hour})
+	s, _ := openTest(t, Options{Lease: time.Second, Heartbeat: 100 * time.Millisecond, RescueEvery: time.Hour})
 	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1}}
 	out, err := s.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}})
 	if err != nil {

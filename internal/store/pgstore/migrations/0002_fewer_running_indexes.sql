@@ -1,3 +1,4 @@
+-- runlog: compatible from 1
 -- runlog schema, version 2: the running jobs are found through
 -- runlog_jobs_state (state, target), as few as the nodes' concurrency, so
 -- the partial indexes on lease_until and node while running are dropped:

@@ -1,3 +1,4 @@
+-- runlog: compatible from 3
 -- runlog schema, version 4: fewer index entries per attempt. Neither UPDATE
 -- of an attempt can be HOT (both change state, which the claims' index
 -- depends on), so each writes an entry into every index whose predicate
