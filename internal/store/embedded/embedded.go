@@ -174,6 +174,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{st: st, j: j, snaps: ck, retention: opts.Retention, appended: last, tbl: tbl}
 	s.sp = newSpiller(s, opts.PayloadCacheBytes, fx)
+	s.sp.openedBelow = st.NextID()
 	spill.Store(s.sp)
 	ck.s = s
 	ck.lastSeq = base.Seq

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
@@ -57,6 +58,13 @@ type spiller struct {
 	payloads []payloadSpill // guarded by s.mu: not yet done, by seq
 	cond     *sync.Cond     // on s.mu: broadcast after every round
 	stopped  bool           // guarded by s.mu
+	force    bool           // guarded by s.mu: someone waits for the spiller
+	// openedBelow is the next id when the store opened: a job below it may
+	// have had its payload written to the table by an earlier process even
+	// if memory holds it (a crash before the checkpoint that knew), so its
+	// spill deletes that copy; a job enqueued since is spilled only if
+	// memory says so.
+	openedBelow uint64
 
 	wake chan struct{}
 	quit chan struct{}
@@ -65,7 +73,18 @@ type spiller struct {
 }
 
 // spillBatch is how many finished jobs one round copies at most.
-const spillBatch = 2048
+const spillBatch = 4096
+
+// The spiller waits for work to gather, so that a burst of short jobs is
+// not slowed by table writes in its midst and the table gets large
+// batches: it copies finished jobs out once spillMin of them wait, or
+// spillDelay after the first of them, and at once when someone waits on it
+// (a checkpoint, a throttled enqueue, settle) or a retry, an expiry or a
+// payload over the cache is queued.
+const (
+	spillMin   = 8192
+	spillDelay = 500 * time.Millisecond
+)
 
 func newSpiller(s *Store, budget int64, fx []effect) *spiller {
 	if budget == 0 {
@@ -89,9 +108,15 @@ func (sp *spiller) throttle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.failed == nil && !sp.stopped && (sp.budget >= 0 && sp.resident > 2*sp.budget || s.st.DoneLen() > maxDone) {
-		sp.signal()
+		sp.hurryLocked()
 		sp.cond.Wait()
 	}
+}
+
+// hurry wakes the spiller for work now. s.mu must be held.
+func (sp *spiller) hurryLocked() {
+	sp.force = true
+	sp.signal()
 }
 
 // signal wakes the spiller if it sleeps.
@@ -146,14 +171,40 @@ func (sp *spiller) budgetLocked(seq uint64) {
 	sp.signal()
 }
 
+// ready reports whether the spiller should copy out now (see spillMin),
+// and whether finished jobs wait.
+func (sp *spiller) ready(timedOut bool) (now, waiting bool) {
+	s := sp.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.st.DoneLen()
+	now = timedOut || sp.force || len(sp.effects) > 0 || len(sp.payloads) > 0 || n >= spillMin
+	sp.force = false
+	return now, n > 0
+}
+
 // run is the spiller's goroutine.
 func (sp *spiller) run() {
 	defer close(sp.done)
+	timer := time.NewTimer(spillDelay)
+	timer.Stop()
+	armed := false
 	for {
+		timedOut := false
 		select {
 		case <-sp.quit:
 			return
 		case <-sp.wake:
+		case <-timer.C:
+			armed, timedOut = false, true
+		}
+		now, waiting := sp.ready(timedOut)
+		if !now {
+			if waiting && !armed {
+				timer.Reset(spillDelay)
+				armed = true
+			}
+			continue
 		}
 		for {
 			more, err := sp.round()
@@ -253,7 +304,7 @@ func (sp *spiller) round() (bool, error) {
 			}
 			payload = p
 		}
-		putFinished(b, j, payload)
+		putFinished(b, j, payload, j.Spilled || j.ID < sp.openedBelow)
 	}
 	for i, pl := range pls {
 		if pays[i] != nil {
@@ -294,7 +345,7 @@ func (sp *spiller) checkpoint(seq uint64, last bool) error {
 	s := sp.s
 	s.mu.Lock()
 	for len(sp.effects) > 0 && sp.effects[0].seq <= seq && s.failed == nil && !sp.stopped {
-		sp.signal()
+		sp.hurryLocked()
 		sp.cond.Wait()
 	}
 	err := s.failed
@@ -359,7 +410,7 @@ func (s *Store) settle() error {
 		if !busy {
 			break
 		}
-		s.sp.signal()
+		s.sp.hurryLocked()
 		s.sp.cond.Wait()
 	}
 	return s.failed

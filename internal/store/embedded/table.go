@@ -266,8 +266,9 @@ func stateNamed(name string) (state.JobState, bool) {
 }
 
 // putFinished adds to b the keys of finished job j, whose payload is
-// payload, and deletes its spilled payload.
-func putFinished(b *pebble.Batch, j *state.Job, payload []byte) {
+// payload, and, when spilled says the table may hold it apart, deletes its
+// spilled payload.
+func putFinished(b *pebble.Batch, j *state.Job, payload []byte, spilled bool) {
 	c := *j
 	sp := *j.Spec
 	sp.Payload = payload
@@ -280,7 +281,9 @@ func putFinished(b *pebble.Batch, j *state.Job, payload []byte) {
 	if sp.Key != "" {
 		b.Set(keyKey(j.Part, sp.Key), binary.BigEndian.AppendUint64(nil, j.ID), nil)
 	}
-	b.Delete(payloadKey(j.ID), nil)
+	if spilled {
+		b.Delete(payloadKey(j.ID), nil)
+	}
 }
 
 // deleteFinished adds to b the deletion of every key finished job j (as
