@@ -50,7 +50,7 @@ func TestExpireUsesIndex(t *testing.T) {
 	s, _ := openTest(t, Options{Retention: ret})
 	const n = 300000
 	now := int64(1_000_000_000_000)
-	fillFinished(t, s, n, now, 7*day+day/10) // the oldest tenth of a day (and webhook's whole first day) expired
+	fillFinished(t, s, n, now, 7*day+day/2) // past the email rule's bucket end (7 days + 7/16 of one) the oldest expire, and webhook's first 1.1 days
 	sql, args, ok := expireSQL(ret, now, expireBatch)
 	if !ok {
 		t.Fatal("expireSQL: no rule expires anything")
@@ -89,8 +89,8 @@ func TestExpireUsesIndex(t *testing.T) {
 	// What should go, by each job's own rule: audit never; webhook after
 	// 6 days; others: succeeded and cancelled after 7, failed after 30.
 	var want, total int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE kind = 'webhook' AND finished_at <= $1 - 6 * $2::bigint
-			OR kind = 'email' AND state IN (2, 4) AND finished_at <= $1 - 7 * $2::bigint), count(*) FROM runlog_jobs`, now, day).Scan(&want, &total); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE kind = 'webhook' AND ((finished_at + 6 * $2::bigint) / (6 * $2::bigint / 16) + 1) * (6 * $2::bigint / 16) <= $1
+			OR kind = 'email' AND state IN (2, 4) AND ((finished_at + 7 * $2::bigint) / (7 * $2::bigint / 16) + 1) * (7 * $2::bigint / 16) <= $1), count(*) FROM runlog_jobs`, now, day).Scan(&want, &total); err != nil {
 		t.Fatal(err)
 	}
 	if want <= expireBatch {
@@ -100,8 +100,8 @@ func TestExpireUsesIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	var left, wrong int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE kind = 'webhook' AND finished_at <= $1 - 6 * $2::bigint
-			OR kind = 'email' AND state IN (2, 4) AND finished_at <= $1 - 7 * $2::bigint) FROM runlog_jobs`, now, day).Scan(&left, &wrong); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE kind = 'webhook' AND ((finished_at + 6 * $2::bigint) / (6 * $2::bigint / 16) + 1) * (6 * $2::bigint / 16) <= $1
+			OR kind = 'email' AND state IN (2, 4) AND ((finished_at + 7 * $2::bigint) / (7 * $2::bigint / 16) + 1) * (7 * $2::bigint / 16) <= $1) FROM runlog_jobs`, now, day).Scan(&left, &wrong); err != nil {
 		t.Fatal(err)
 	}
 	if wrong != 0 || left != total-want {

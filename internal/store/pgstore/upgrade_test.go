@@ -92,8 +92,7 @@ func (w *worker) halt(t *testing.T) {
 	}
 }
 
-// TestRollingUpgrade runs a node of build N (schema 5, the embedded
-// migrations) and a node of build N+1 (one more migration, an expand step
+// TestRollingUpgrade runs a node of build N (the embedded migrations) and a node of build N+1 (one more migration, an expand step
 // that adds a column) on one database with jobs flowing on both: N+1
 // migrates while N works, N goes on and opens again after the migration,
 // and both settle jobs throughout. Then a contract step (N+2 drops the
@@ -119,12 +118,13 @@ func TestRollingUpgrade(t *testing.T) {
 		return Open(ctx, url, Options{Node: node, Circuit: testCircuit, Migrate: true, migrations: ms, Logger: quietLogger()})
 	}
 
-	// Plan on a database at schema 4: the embedded version 5 is online.
+	// Plan on a database one version behind: the embedded newest version is
+	// online (compatible with the one before).
 	if _, err := migrateKnown(ctx, url, base[:n5-1]); err != nil {
 		t.Fatal(err)
 	}
 	have, steps, err := Plan(ctx, url)
-	if err != nil || have != n5-1 || len(steps) != 1 || steps[0].Version != n5 || steps[0].CompatibleFrom > have || steps[0].InTransaction {
+	if err != nil || have != n5-1 || len(steps) != 1 || steps[0].Version != n5 || steps[0].CompatibleFrom > have {
 		t.Fatalf("Plan at version %d: %d %+v %v", n5-1, have, steps, err)
 	}
 

@@ -1,4 +1,5 @@
--- runlog schema, version 5: the signing secrets of runlog serve's http
+-- runlog: compatible from 5
+-- runlog schema, version 6: the signing secrets of runlog serve's http
 -- kind (issue 18), kept apart from the jobs: no query of the job table
 -- reads them, and the API shows their ids and creation times only.
 -- runlog_signing_sender holds the one random sender id that every node
