@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 	"strings"
 	"testing"
 
@@ -43,6 +44,13 @@ func TestOpenAPIConformance(t *testing.T) {
 	}
 	b.waitState(t, created.ID, runlog.StateFailed)
 	id := strconv.FormatUint(created.ID, 10)
+	// A job that stays pending (due in an hour): a retry of it is a 409
+	// whatever the retried failing job does meanwhile.
+	later, err := b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: b.target.URL + "/", RunAt: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pendingID := strconv.FormatUint(later.ID, 10)
 	const auth = "Bearer s3cret"
 	seen := map[string]bool{}
 	for _, tc := range []struct {
@@ -65,7 +73,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		{"POST", "/v1/jobs/999999/cancel", auth, "", 404},
 		{"POST", "/v1/jobs/" + id + "/cancel", auth, `{"reason":"x"}`, 409},
 		{"POST", "/v1/jobs/" + id + "/retry", auth, "", 200},
-		{"POST", "/v1/jobs/" + id + "/retry", auth, "", 409},
+		{"POST", "/v1/jobs/" + pendingID + "/retry", auth, "", 409},
 		{"POST", "/v1/jobs/999999/retry", auth, "", 404},
 		{"GET", "/v1/targets", auth, "", 200},
 		{"GET", "/v1/stats", auth, "", 200},
