@@ -137,7 +137,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	var spill atomic.Pointer[spiller]
 	opts.Journal.OnSync = func(si journal.SyncInfo) {
 		ck.synced(si.Bytes)
-		if sp := spill.Load(); sp != nil {
+		if sp := spill.Load(); sp != nil && sp.needSync.Load() {
 			sp.signal()
 		}
 		if onSync != nil {

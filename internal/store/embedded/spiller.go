@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -59,6 +60,10 @@ type spiller struct {
 	cond     *sync.Cond     // on s.mu: broadcast after every round
 	stopped  bool           // guarded by s.mu
 	force    bool           // guarded by s.mu: someone waits for the spiller
+	armed    atomic.Bool    // the spiller's timer runs for finished jobs waiting
+	// needSync is set while the spiller has work waiting for the journal
+	// to make its records durable: only then does a sync wake it.
+	needSync atomic.Bool
 	// openedBelow is the next id when the store opened: a job below it may
 	// have had its payload written to the table by an earlier process even
 	// if memory holds it (a crash before the checkpoint that knew), so its
@@ -131,19 +136,29 @@ func (sp *spiller) signal() {
 // state. s.mu must be held.
 func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 	st := sp.s.st
-	sp.effects = appendEffect(sp.effects, seq, op, st)
+	urgent := false
 	switch op.Kind {
-	case state.OpEnqueue, state.OpRetry:
-		j, ok := st.Job(op.ID)
-		if !ok || j.State != state.Pending || len(j.Spec.Payload) == 0 {
-			break
+	case state.OpEnqueue:
+		if n := len(op.Spec.Payload); n > 0 {
+			sp.resident += int64(n)
+			if sp.budget >= 0 && sp.resident > sp.budget {
+				sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: op.ID})
+				urgent = true
+			}
 		}
-		sp.resident += int64(len(j.Spec.Payload))
-		if sp.budget >= 0 && sp.resident > sp.budget {
-			sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: op.ID})
+	case state.OpRetry, state.OpExpire:
+		n := len(sp.effects)
+		sp.effects = appendEffect(sp.effects, seq, op, st)
+		urgent = len(sp.effects) > n
+		if op.Kind == state.OpRetry && urgent && op.Image != nil {
+			sp.resident += int64(len(op.Image.Spec.Payload))
 		}
 	}
-	if st.DoneLen() > 0 || len(sp.effects) > 0 || len(sp.payloads) > 0 {
+	// Wake the spiller only when there is something for it: urgent work,
+	// the first finished job of a quiet spell (to arm its timer), or
+	// enough finished jobs for a batch; not at every op or sync.
+	switch d := st.DoneLen(); {
+	case urgent, d == 1 && !sp.armed.Load(), d >= spillMin && d%spillMin == 0:
 		sp.signal()
 	}
 }
@@ -203,8 +218,12 @@ func (sp *spiller) run() {
 			if waiting && !armed {
 				timer.Reset(spillDelay)
 				armed = true
+				sp.armed.Store(true)
 			}
 			continue
+		}
+		if timedOut {
+			sp.armed.Store(false)
 		}
 		for {
 			more, err := sp.round()
@@ -281,7 +300,9 @@ func (sp *spiller) round() (bool, error) {
 		npl++
 	}
 	pls := sp.payloads[:npl:npl]
+	waitSync := nfx < len(sp.effects) || npl < len(sp.payloads) || s.st.DoneLen() > len(jobs) && len(jobs) < spillBatch
 	s.mu.Unlock()
+	sp.needSync.Store(waitSync)
 	if nfx == 0 && len(jobs) == 0 && npl == 0 {
 		return false, nil
 	}
