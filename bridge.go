@@ -35,6 +35,12 @@ func init() {
 // validateRequest checks req with the default Config as Enqueue would, but
 // without a runner's handlers.
 func validateRequest(req *JobRequest, now time.Time) (store.NewJob, error) {
+	if req.Args != nil {
+		if err := encodeArgs(req); err != nil {
+			return store.NewJob{}, err
+		}
+		req.Args = nil
+	}
 	cfg := Config{}.withDefaults()
 	// newJob checks only that the kind is registered; a job enqueued in a
 	// caller's transaction has no runner, so any non-empty kind is accepted.

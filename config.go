@@ -33,7 +33,8 @@ type Config struct {
 	// MaxPayload bounds a job's payload in bytes. Defaults to 1 MiB.
 	MaxPayload int
 	// Handlers maps each job kind to the handler that runs it; build them
-	// with Handle. Enqueue refuses kinds that have no handler.
+	// with Handle, or add typed ones with AddHandler. Enqueue refuses kinds
+	// that have no handler.
 	Handlers map[string]Handler
 	// Logger receives the runner's logs. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -252,6 +253,9 @@ func (c Config) validate() error {
 		}
 		if h == nil {
 			return fmt.Errorf("%w: the handler of kind %q is nil", ErrInvalid, kind)
+		}
+		if b := h.boundKind(); b != "" && b != kind {
+			return fmt.Errorf("%w: a handler of kind %q (HandleTyped of %v) is registered under kind %q; register it under %q or use AddHandler", ErrInvalid, b, h.argsType(), kind, b)
 		}
 	}
 	return nil
