@@ -72,6 +72,9 @@ func (r *Runner) startAttempt(c store.Claim) {
 		cancel(errShutdown)
 	}
 	r.mu.Unlock()
+	if r.hub.wants(EventStarted) {
+		r.hub.emit(Event{Type: EventStarted, At: r.cfg.Clock.Now(), JobID: c.ID, Kind: c.Kind, Target: c.Target, Attempt: int(c.Attempt)})
+	}
 
 	r.workers.Add(1)
 	go func() {
@@ -116,8 +119,11 @@ func (r *Runner) startAttempt(c store.Claim) {
 			r.signal()
 			return
 		}
-		if obs := r.cfg.Observer; obs != nil {
-			obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: out.Class.String(), Duration: time.Since(began)})
+		if obs := r.cfg.Observer; obs != nil || r.hub.mask.Load()&endedTypes != 0 {
+			e.took = time.Since(began)
+			if obs != nil {
+				obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: out.Class.String(), Duration: e.took})
+			}
 		}
 		// The slot goes with the outcome: the finisher reuses it for the next
 		// due job in the same durable write as the outcome.

@@ -150,6 +150,14 @@ func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueR
 	if obs := r.jobObserver(); obs != nil {
 		r.reportEnqueued(obs, jobs, res)
 	}
+	if r.hub.wants(EventEnqueued) {
+		at := r.cfg.Clock.Now()
+		for i, e := range res {
+			if !e.Existing {
+				r.hub.emit(Event{Type: EventEnqueued, At: at, JobID: e.ID, Kind: jobs[i].Spec.Kind, Target: jobs[i].Spec.Target})
+			}
+		}
+	}
 	due := int64(math.MaxInt64)
 	for _, j := range jobs {
 		due = min(due, j.Due)

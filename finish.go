@@ -114,11 +114,13 @@ func (r *Runner) settle(batch []ended) {
 		r.troubled("finish", err)
 	}
 	r.release(len(batch) - len(claims))
+	// The ends first, so that a retried job's end is reported before its
+	// next attempt (claimed in the same write) starts.
+	r.finished(batch)
 	for _, c := range claims {
 		r.startAttempt(c)
 	}
 	r.signal() // slots may be free, and a retry may be due soon
-	r.finished(batch)
 }
 
 // transient reports whether err, from a store call, leaves the store

@@ -56,6 +56,9 @@ type Runner struct {
 	// storeErrors counts the store's transient failures in a row (see
 	// troubled); 0 while it answers.
 	storeErrors atomic.Int32
+	// hub holds the event subscriptions and the Waits.
+	hub hub
+
 	// breakersDirty: attempts ended since the breaker watch last looked.
 	breakersDirty atomic.Bool
 	watchDone     chan struct{} // closed when breakerWatch returns
@@ -286,6 +289,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	r.finishersDone.Wait()
 	r.cancelAll(errShutdown)
 	r.cancelBase(errShutdown)
+	defer r.hub.close()
 	if err := r.st.Close(); err != nil {
 		return err
 	}
