@@ -36,6 +36,14 @@ type Config struct {
 	// with Handle, or add typed ones with AddHandler. Enqueue refuses kinds
 	// that have no handler.
 	Handlers map[string]Handler
+	// Middleware wraps every attempt, the first outermost (see Middleware;
+	// LogAttempts and RecoverPanics are built in). A panic anywhere in it
+	// is recovered by the runner as a retryable failure. Defaults to none,
+	// which costs nothing.
+	Middleware []Middleware
+	// EnqueueMiddleware wraps every enqueue, the first outermost (see
+	// EnqueueMiddleware). Defaults to none, which costs nothing.
+	EnqueueMiddleware []EnqueueMiddleware
 	// Logger receives the runner's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Observer, if set, is told of every attempt and journal sync (metrics).
@@ -246,6 +254,16 @@ func (c Config) validate() error {
 	}
 	if c.MaxPayload < 0 {
 		return fmt.Errorf("%w: MaxPayload %d must be >= 0", ErrInvalid, c.MaxPayload)
+	}
+	for i, m := range c.Middleware {
+		if m == nil {
+			return fmt.Errorf("%w: Middleware[%d] is nil", ErrInvalid, i)
+		}
+	}
+	for i, m := range c.EnqueueMiddleware {
+		if m == nil {
+			return fmt.Errorf("%w: EnqueueMiddleware[%d] is nil", ErrInvalid, i)
+		}
 	}
 	for kind, h := range c.Handlers {
 		if kind == "" {

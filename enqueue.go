@@ -120,6 +120,14 @@ func (r *Runner) EnqueueJob(ctx context.Context, req JobRequest) (EnqueueResult,
 // and answers, in order, once they are all durable. If any request is
 // invalid, nothing is added. The requests are not changed.
 func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueResult, error) {
+	if r.enqueue != nil {
+		return r.enqueue(ctx, reqs)
+	}
+	return r.enqueueMany(ctx, reqs)
+}
+
+// enqueueMany is EnqueueMany after the enqueue middleware.
+func (r *Runner) enqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueResult, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}

@@ -154,9 +154,11 @@ type attemptKey struct{}
 
 // attemptCtx is what the runner stores in an attempt's context.
 type attemptCtx struct {
-	info AttemptInfo
-	mu   sync.Mutex
-	out  []byte // guarded by mu: the last maxOutput bytes recorded
+	info    AttemptInfo
+	h       Handler // runs the attempt (callHandler, after the middleware)
+	payload []byte
+	mu      sync.Mutex
+	out     []byte // guarded by mu: the last maxOutput bytes recorded
 }
 
 // maxOutput bounds the output kept with one attempt.

@@ -56,6 +56,11 @@ type Runner struct {
 	// storeErrors counts the store's transient failures in a row (see
 	// troubled); 0 while it answers.
 	storeErrors atomic.Int32
+	// attempt and enqueue are Config.Middleware and
+	// Config.EnqueueMiddleware chained, or nil without middleware.
+	attempt AttemptFunc
+	enqueue EnqueueFunc
+
 	// hub holds the event subscriptions and the Waits.
 	hub hub
 
@@ -152,6 +157,8 @@ func start(st store.Store, cfg Config) *Runner {
 		perTarget:      make(map[string]int),
 		cancelEarly:    make(map[uint64]struct{}),
 	}
+	r.attempt = chainAttempt(cfg.Middleware)
+	r.enqueue = chainEnqueue(cfg.EnqueueMiddleware, r.enqueueMany)
 	r.base, r.cancelBase = context.WithCancelCause(context.Background())
 	st.SetNotify(store.Notify{Wake: r.signal, CancelAttempt: r.cancelAttempt})
 	// One finisher for the journal: one batch per sync, it carries every
