@@ -42,18 +42,14 @@ type EnqueueFunc func(ctx context.Context, reqs []JobRequest) ([]EnqueueResult, 
 // are resolved into Kind and Payload after the middleware.
 type EnqueueMiddleware func(next EnqueueFunc) EnqueueFunc
 
-// chainAttempt builds the attempt step of mws around the handler call, or
-// nil when there is no middleware (the attempt then calls the handler
-// directly).
-func chainAttempt(mws []Middleware) AttemptFunc {
-	if len(mws) == 0 {
-		return nil
-	}
-	f := callHandler
+// chain wraps last in mws, the first outermost; false when there is no
+// middleware (the caller then calls its step directly).
+func chain[F any, M ~func(F) F](mws []M, last F) (F, bool) {
+	f := last
 	for i := len(mws) - 1; i >= 0; i-- {
 		f = mws[i](f)
 	}
-	return f
+	return f, len(mws) > 0
 }
 
 // errLostContext is the attempt's error when a middleware called the next
@@ -68,19 +64,6 @@ func callHandler(ctx context.Context, _ AttemptInfo) error {
 		return errLostContext
 	}
 	return a.h.run(ctx, a.payload)
-}
-
-// chainEnqueue builds the enqueue step of mws around last, or nil when
-// there is no middleware.
-func chainEnqueue(mws []EnqueueMiddleware, last EnqueueFunc) EnqueueFunc {
-	if len(mws) == 0 {
-		return nil
-	}
-	f := last
-	for i := len(mws) - 1; i >= 0; i-- {
-		f = mws[i](f)
-	}
-	return f
 }
 
 // LogAttempts is middleware that logs one line per attempt to logger (nil:

@@ -1,9 +1,7 @@
 package runlog_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,40 +123,9 @@ func TestMiddlewareMayNotCallNextOrLoseTheContext(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes (a log sink).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines returns the JSON log lines written so far.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []map[string]any
-	for _, l := range bytes.Split(bytes.TrimSpace(s.b.Bytes()), []byte("\n")) {
-		if len(l) == 0 {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal(l, &m); err != nil {
-			t.Fatalf("log line %q: %v", l, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 func TestLogAttemptsAndRecoverPanics(t *testing.T) {
 	t.Parallel()
-	var sink syncBuffer
+	var sink logSink
 	logger := slog.New(slog.NewJSONHandler(&sink, nil))
 	calls := 0
 	r := openRunner(t, t.TempDir(), runlog.Config{
@@ -179,20 +146,12 @@ func TestLogAttemptsAndRecoverPanics(t *testing.T) {
 	if !strings.Contains(j.History[0].Error, "panic: nil map") || j.History[0].Outcome != "retryable" {
 		t.Fatalf("first attempt %+v", j.History[0])
 	}
-	var ended []map[string]any
-	panics := 0
-	for _, l := range sink.lines(t) {
-		switch l["msg"] {
-		case "runlog: attempt failed", "runlog: attempt succeeded":
-			ended = append(ended, l)
-		case "runlog: handler panicked; the attempt counts as a retryable failure":
-			panics++
-		}
+	failed, succeeded := sink.find("runlog: attempt failed"), sink.find("runlog: attempt succeeded")
+	panics := sink.find("runlog: handler panicked; the attempt counts as a retryable failure")
+	if len(panics) != 1 || len(failed) != 1 || len(succeeded) != 1 {
+		t.Fatalf("%d panic lines, %d failed and %d succeeded attempt lines", len(panics), len(failed), len(succeeded))
 	}
-	if panics != 1 || len(ended) != 2 {
-		t.Fatalf("%d panic lines, %d attempt lines: %v", panics, len(ended), sink.lines(t))
-	}
-	first, second := ended[0], ended[1]
+	first, second := failed[0], succeeded[0]
 	if first["level"] != "WARN" || first["outcome"] != "retryable" || !strings.Contains(fmt.Sprint(first["err"]), "panic: nil map") ||
 		first["id"] != float64(id) || first["attempt"] != float64(1) || first["kind"] != "boom" || first["target"] != "t" {
 		t.Fatalf("failed attempt's line %v", first)

@@ -157,8 +157,12 @@ func start(st store.Store, cfg Config) *Runner {
 		perTarget:      make(map[string]int),
 		cancelEarly:    make(map[uint64]struct{}),
 	}
-	r.attempt = chainAttempt(cfg.Middleware)
-	r.enqueue = chainEnqueue(cfg.EnqueueMiddleware, r.enqueueMany)
+	if f, ok := chain(cfg.Middleware, callHandler); ok {
+		r.attempt = f
+	}
+	if f, ok := chain(cfg.EnqueueMiddleware, r.enqueueMany); ok {
+		r.enqueue = f
+	}
 	r.base, r.cancelBase = context.WithCancelCause(context.Background())
 	st.SetNotify(store.Notify{Wake: r.signal, CancelAttempt: r.cancelAttempt})
 	// One finisher for the journal: one batch per sync, it carries every
