@@ -86,6 +86,12 @@ const DefaultSegmentSize = 16 << 20
 //
 // A directory is used by one process at a time: a second Open of the same
 // directory fails with an error naming the lock file.
+//
+// Open takes no context, unlike postgres.Open, which dials a server: it
+// does local work only (the lock, the newest snapshot, the replay of the
+// journal after it), which a cancelled context could only cut short into
+// a failed open with nothing to show for it. Its time follows the jobs
+// held, not all history (Config.SnapshotBytes).
 func Open(dir string, cfg Config) (*Runner, error) { return openFS(dir, cfg, nil) }
 
 // openFS is Open on the filesystem fsys (nil: the real one); tests pass an
