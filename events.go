@@ -26,7 +26,9 @@ const (
 	EventRetried
 	// EventFailed: an attempt failed and the job is dead (state failed):
 	// a permanent or unsafe failure, or the last attempt its policy
-	// allowed.
+	// allowed. A job that dies with no attempt ending (its deadline passed
+	// before it could start, or another PostgreSQL node ran it) sends no
+	// event here; Runner.Wait sees that end too.
 	EventFailed
 	// EventCancelled: the job was cancelled (Runner.Cancel).
 	EventCancelled
