@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/runlog/runlog/internal/store"
@@ -55,7 +54,7 @@ func (r *Runner) timeoutFor(c store.Claim, h Handler) time.Duration {
 func (r *Runner) startAttempt(c store.Claim) {
 	h := r.cfg.Handlers[c.Kind]
 	timeout := r.timeoutFor(c, h)
-	ac := &attemptCtx{info: AttemptInfo{JobID: c.ID, Attempt: int(c.Attempt), Kind: c.Kind, Target: c.Target}}
+	ac := &attemptCtx{info: AttemptInfo{JobID: c.ID, Attempt: int(c.Attempt), Kind: c.Kind, Target: c.Target}, h: h, payload: c.Payload}
 	// Not derived from a shared parent: thousands of attempts a second
 	// would contend on its children map. Close cancels them one by one.
 	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), attemptKey{}, ac))
@@ -72,12 +71,15 @@ func (r *Runner) startAttempt(c store.Claim) {
 		cancel(errShutdown)
 	}
 	r.mu.Unlock()
+	if r.hub.wants(EventStarted) {
+		r.hub.emit(Event{Type: EventStarted, At: r.cfg.Clock.Now(), JobID: c.ID, Kind: c.Kind, Target: c.Target, Attempt: int(c.Attempt)})
+	}
 
 	r.workers.Add(1)
 	go func() {
 		defer r.workers.Done()
 		began := time.Now()
-		err := r.runHandler(ctx, h, c)
+		err := r.runHandler(ctx, h, c, ac.info)
 		cause := context.Cause(ctx)
 		cancelTimeout()
 		cancel(nil)
@@ -116,8 +118,11 @@ func (r *Runner) startAttempt(c store.Claim) {
 			r.signal()
 			return
 		}
-		if obs := r.cfg.Observer; obs != nil {
-			obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: out.Class.String(), Duration: time.Since(began)})
+		if obs := r.cfg.Observer; obs != nil || r.hub.mask.Load()&endedTypes != 0 {
+			e.took = time.Since(began)
+			if obs != nil {
+				obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: out.Class.String(), Duration: e.took})
+			}
 		}
 		if r.async {
 			// The store records outcomes apart from claims: the slot is
@@ -145,19 +150,20 @@ func (r *Runner) startAttempt(c store.Claim) {
 	}()
 }
 
-// runHandler calls the handler, turning a panic into a retryable failure with
-// the stack in the reason, and logging it.
-func (r *Runner) runHandler(ctx context.Context, h Handler, c store.Claim) (err error) {
+// runHandler runs the attempt through the middleware (if any) to the
+// handler, turning a panic into a retryable failure with the stack in the
+// reason, and logging it.
+func (r *Runner) runHandler(ctx context.Context, h Handler, c store.Claim, info AttemptInfo) (err error) {
 	if h == nil {
 		return Permanent(fmt.Errorf("no handler is registered for kind %q; register one in Config.Handlers and retry the job", c.Kind))
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			stack := debug.Stack()
-			err = fmt.Errorf("panic: %v\n%s", p, stack)
-			r.log.Error("runlog: handler panicked; the attempt counts as a retryable failure", "id", c.ID, "kind", c.Kind, "target", c.Target,
-				"attempt", c.Attempt, "panic", fmt.Sprint(p), "stack", string(stack))
+			err = panicked(r.log, info, p)
 		}
 	}()
+	if r.attempt != nil {
+		return r.attempt(ctx, info)
+	}
 	return h.run(ctx, c.Payload)
 }

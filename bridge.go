@@ -1,6 +1,8 @@
 package runlog
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/runlog/runlog/internal/bridge"
@@ -30,11 +32,41 @@ func init() {
 	bridge.NewJob = func(req any, now time.Time) (store.NewJob, error) {
 		return validateRequest(req.(*JobRequest), now)
 	}
+	bridge.AttemptContext = func(ctx context.Context, info any) context.Context {
+		return context.WithValue(ctx, attemptKey{}, &attemptCtx{info: info.(AttemptInfo)})
+	}
+	bridge.Output = func(ctx context.Context) []byte {
+		if a, ok := ctx.Value(attemptKey{}).(*attemptCtx); ok {
+			return a.output()
+		}
+		return nil
+	}
+	bridge.RunHandler = func(ctx context.Context, h any, payload []byte) (err error) {
+		handler := h.(Handler)
+		info, _ := AttemptFrom(ctx)
+		defer func() {
+			if p := recover(); p != nil {
+				err = panicked(slog.New(slog.DiscardHandler), info, p)
+			}
+		}()
+		return handler.run(ctx, payload)
+	}
+	bridge.HandlerKind = func(h any) string { return h.(Handler).boundKind() }
+	bridge.Outcome = func(err error) (string, time.Duration) {
+		class, after, _ := classify(err)
+		return class.String(), time.Duration(after) * time.Millisecond
+	}
 }
 
 // validateRequest checks req with the default Config as Enqueue would, but
 // without a runner's handlers.
 func validateRequest(req *JobRequest, now time.Time) (store.NewJob, error) {
+	if req.Args != nil {
+		if err := encodeArgs(req); err != nil {
+			return store.NewJob{}, err
+		}
+		req.Args = nil
+	}
 	cfg := Config{}.withDefaults()
 	// newJob checks only that the kind is registered; a job enqueued in a
 	// caller's transaction has no runner, so any non-empty kind is accepted.

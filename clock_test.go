@@ -8,18 +8,6 @@ import (
 	"github.com/runlog/runlog"
 )
 
-// Step moves the wall clock by d without moving the clock the timers run
-// on, as an NTP step or a resumed VM does: a timer still fires once the
-// duration it was set for has passed.
-func (c *fakeClock) Step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		t.at = t.at.Add(d)
-	}
-}
-
 // stepRunner opens a runner on clock whose "job" handler reports the name
 // it was given on the returned channel.
 func stepRunner(t *testing.T, clock *fakeClock) (*runlog.Runner, <-chan string) {

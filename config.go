@@ -33,8 +33,17 @@ type Config struct {
 	// MaxPayload bounds a job's payload in bytes. Defaults to 1 MiB.
 	MaxPayload int
 	// Handlers maps each job kind to the handler that runs it; build them
-	// with Handle. Enqueue refuses kinds that have no handler.
+	// with Handle, or add typed ones with AddHandler. Enqueue refuses kinds
+	// that have no handler.
 	Handlers map[string]Handler
+	// Middleware wraps every attempt, the first outermost (see Middleware;
+	// LogAttempts and RecoverPanics are built in). A panic anywhere in it
+	// is recovered by the runner as a retryable failure. Defaults to none,
+	// which costs nothing.
+	Middleware []Middleware
+	// EnqueueMiddleware wraps every enqueue, the first outermost (see
+	// EnqueueMiddleware). Defaults to none, which costs nothing.
+	EnqueueMiddleware []EnqueueMiddleware
 	// Logger receives the runner's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Observer, if set, is told of every attempt and journal sync (metrics).
@@ -246,12 +255,25 @@ func (c Config) validate() error {
 	if c.MaxPayload < 0 {
 		return fmt.Errorf("%w: MaxPayload %d must be >= 0", ErrInvalid, c.MaxPayload)
 	}
+	for i, m := range c.Middleware {
+		if m == nil {
+			return fmt.Errorf("%w: Middleware[%d] is nil", ErrInvalid, i)
+		}
+	}
+	for i, m := range c.EnqueueMiddleware {
+		if m == nil {
+			return fmt.Errorf("%w: EnqueueMiddleware[%d] is nil", ErrInvalid, i)
+		}
+	}
 	for kind, h := range c.Handlers {
 		if kind == "" {
 			return fmt.Errorf("%w: a handler is registered for the empty kind", ErrInvalid)
 		}
 		if h == nil {
 			return fmt.Errorf("%w: the handler of kind %q is nil", ErrInvalid, kind)
+		}
+		if b := h.boundKind(); b != "" && b != kind {
+			return fmt.Errorf("%w: a handler of kind %q (HandleTyped of %v) is registered under kind %q; register it under %q or use AddHandler", ErrInvalid, b, h.argsType(), kind, b)
 		}
 	}
 	return nil

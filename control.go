@@ -23,12 +23,19 @@ func (r *Runner) Cancel(ctx context.Context, id uint64, reason string) error {
 	if running {
 		r.cancelAttempt(id)
 	}
-	if obs := r.jobObserver(); obs != nil {
+	r.hub.wake(id)
+	obs := r.jobObserver()
+	if obs != nil || r.hub.wants(EventCancelled) {
 		ev := JobEvent{ID: id, State: StateCancelled, Reason: reason}
 		if j, err := r.st.Job(ctx, id); err == nil {
 			ev.Kind, ev.Target, ev.Attempts = j.Spec.Kind, j.Spec.Target, int(j.Started)
 		}
-		obs.JobFinished(ev)
+		if obs != nil {
+			obs.JobFinished(ev)
+		}
+		if r.hub.wants(EventCancelled) {
+			r.hub.emit(Event{Type: EventCancelled, At: r.cfg.Clock.Now(), JobID: id, Kind: ev.Kind, Target: ev.Target, Attempt: ev.Attempts, Error: reason})
+		}
 	}
 	return nil
 }

@@ -1,14 +1,31 @@
 // Package runlog is a durable job runner that an application embeds: no
 // server to run, a journal directory on local disk.
 //
-//	r, err := runlog.Open("./jobs", runlog.Config{
-//		Handlers: map[string]runlog.Handler{
-//			"email": runlog.Handle(func(ctx context.Context, m Email) error { return send(ctx, m) }),
-//		},
-//	})
-//	id, err := r.Enqueue(ctx, "email", Email{To: "a@example.com"}, runlog.Key("welcome-42"))
+//	type Email struct{ To string }
+//
+//	func (Email) Kind() string { return "email" }
+//
+//	handlers := map[string]runlog.Handler{}
+//	runlog.AddHandler(handlers, func(ctx context.Context, m Email) error { return send(ctx, m) })
+//	r, err := runlog.Open("./jobs", runlog.Config{Handlers: handlers})
+//	id, err := r.EnqueueArgs(ctx, Email{To: "a@example.com"}, runlog.Key("welcome-42"))
+//	job, err := r.Wait(ctx, id) // its end: succeeded, failed (with the reason) or cancelled
 //	...
 //	err = r.Close(ctx)
+//
+// A payload type that names its kind (JobArgs) ties the two together: a
+// value can only be enqueued as its own kind, and a kind that no handler
+// takes is refused at enqueue. The untyped path (Handle under any kind,
+// Enqueue with a kind and a payload, JobRequest) stays for kinds that are
+// not Go types, such as the HTTP server's.
+//
+// Around the engine: Subscribe tells of every job's life as it happens
+// (with a bounded buffer that drops rather than waits); Config.Middleware
+// wraps every attempt and Config.EnqueueMiddleware every enqueue;
+// Observer and JobObserver feed metrics. Package runlogtest tests
+// handlers and the code that enqueues; packages dashboard and httpapi
+// mount the web dashboard and the JSON API in an application's server;
+// package postgres runs the same API on PostgreSQL.
 //
 // # Guarantees
 //

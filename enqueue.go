@@ -14,12 +14,21 @@ import (
 
 // JobRequest is one job to enqueue.
 type JobRequest struct {
-	// Kind names the handler that runs the job (required).
+	// Kind names the handler that runs the job (required unless Args is
+	// set).
 	Kind string
 	// Payload is given to the handler (at most Config.MaxPayload bytes).
 	Payload []byte
-	// RunAt is the due time; zero means now.
+	// Args, when set instead of Kind and Payload, is a typed job's
+	// payload: the kind is Args.Kind() and the payload its JSON. The
+	// kind's handler must take Args' type (HandleTyped, AddHandler).
+	Args JobArgs
+	// RunAt is the due time; zero means now (or Delay from now).
 	RunAt time.Time
+	// Delay, when RunAt is zero, makes the job due Delay after now on the
+	// runner's clock (RunIn sets it). At most one of RunAt and Delay may
+	// be set.
+	Delay time.Duration
 	// Target names the downstream the job talks to: one circuit breaker per
 	// target. Defaults to the kind.
 	Target string
@@ -47,9 +56,10 @@ type EnqueueOption func(*JobRequest)
 // RunAt makes the job due at t.
 func RunAt(t time.Time) EnqueueOption { return func(r *JobRequest) { r.RunAt = t } }
 
-// RunIn makes the job due d from now.
+// RunIn makes the job due d from now, on the runner's clock (Config.Clock).
+// See JobRequest.Delay.
 func RunIn(d time.Duration) EnqueueOption {
-	return func(r *JobRequest) { r.RunAt = time.Now().Add(d) }
+	return func(r *JobRequest) { r.Delay = d }
 }
 
 // Target names the job's target (its breaker). See JobRequest.Target.
@@ -69,8 +79,13 @@ func Timeout(d time.Duration) EnqueueOption { return func(r *JobRequest) { r.Tim
 
 // Enqueue adds a job of the given kind and returns its id once the job is
 // durable. The payload is encoded as JSON, unless it is a []byte or a
-// json.RawMessage, which are stored as they are.
+// json.RawMessage, which are stored as they are. A payload of another Go
+// type than the kind's handler takes (see Handle) is refused with
+// ErrInvalid; EnqueueArgs ties the type to the kind at compile time.
 func (r *Runner) Enqueue(ctx context.Context, kind string, payload any, opts ...EnqueueOption) (uint64, error) {
+	if err := checkPayloadType(r.cfg.Handlers[kind], kind, payload); err != nil {
+		return 0, err
+	}
 	var raw []byte
 	switch p := payload.(type) {
 	case []byte:
@@ -103,8 +118,16 @@ func (r *Runner) EnqueueJob(ctx context.Context, req JobRequest) (EnqueueResult,
 
 // EnqueueMany adds many jobs with one durable write (one fdatasync for all)
 // and answers, in order, once they are all durable. If any request is
-// invalid, nothing is added.
+// invalid, nothing is added. The requests are not changed.
 func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueResult, error) {
+	if r.enqueue != nil {
+		return r.enqueue(ctx, reqs)
+	}
+	return r.enqueueMany(ctx, reqs)
+}
+
+// enqueueMany is EnqueueMany after the enqueue middleware.
+func (r *Runner) enqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueResult, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
@@ -114,7 +137,8 @@ func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueR
 	now := r.cfg.Clock.Now()
 	jobs := make([]store.NewJob, len(reqs))
 	for i := range reqs {
-		j, err := r.newJob(&reqs[i], now)
+		req := reqs[i]
+		j, err := r.newJob(&req, now)
 		if err != nil {
 			if len(reqs) > 1 {
 				err = fmt.Errorf("request %d: %w", i, err)
@@ -134,6 +158,14 @@ func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueR
 	if obs := r.jobObserver(); obs != nil {
 		r.reportEnqueued(obs, jobs, res)
 	}
+	if r.hub.wants(EventEnqueued) {
+		at := r.cfg.Clock.Now()
+		for i, e := range res {
+			if !e.Existing {
+				r.hub.emit(Event{Type: EventEnqueued, At: at, JobID: e.ID, Kind: jobs[i].Spec.Kind, Target: jobs[i].Spec.Target})
+			}
+		}
+	}
 	due := int64(math.MaxInt64)
 	for _, j := range jobs {
 		due = min(due, j.Due)
@@ -151,13 +183,25 @@ func (r *Runner) EnqueueMany(ctx context.Context, reqs []JobRequest) ([]EnqueueR
 // maxName bounds kinds, targets and keys.
 const maxName = 1024
 
-// newJob validates a request and builds the stored job.
+// newJob validates a request and builds the stored job (resolving Args
+// into Kind and Payload in req).
 func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
+	if req.Args != nil {
+		if err := encodeArgs(req); err != nil {
+			return store.NewJob{}, err
+		}
+	}
 	if req.Kind == "" {
 		return store.NewJob{}, fmt.Errorf("%w: a job needs a kind", ErrInvalid)
 	}
-	if _, ok := r.cfg.Handlers[req.Kind]; !ok {
-		return store.NewJob{}, fmt.Errorf("%w: %q", ErrUnknownKind, req.Kind)
+	h, ok := r.cfg.Handlers[req.Kind]
+	if !ok {
+		return store.NewJob{}, fmt.Errorf("%w: %q; register its handler in Config.Handlers", ErrUnknownKind, req.Kind)
+	}
+	if req.Args != nil {
+		if err := checkPayloadType(h, req.Kind, req.Args); err != nil {
+			return store.NewJob{}, err
+		}
 	}
 	if len(req.Payload) > r.cfg.MaxPayload {
 		return store.NewJob{}, fmt.Errorf("%w: %d bytes, the limit is %d (Config.MaxPayload)", ErrTooLarge, len(req.Payload), r.cfg.MaxPayload)
@@ -185,7 +229,13 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 	if target == "" {
 		target = req.Kind
 	}
-	due := now
+	if req.Delay < 0 {
+		return store.NewJob{}, fmt.Errorf("%w: delay %v must be >= 0", ErrInvalid, req.Delay)
+	}
+	if req.Delay != 0 && !req.RunAt.IsZero() {
+		return store.NewJob{}, fmt.Errorf("%w: a job has RunAt or Delay (RunIn), not both", ErrInvalid)
+	}
+	due := now.Add(req.Delay)
 	if !req.RunAt.IsZero() {
 		due = req.RunAt
 	}

@@ -108,11 +108,13 @@ func (r *Runner) settle(batch []ended) {
 		return
 	}
 	r.release(held - len(claims))
+	// The ends first, so that a retried job's end is reported before its
+	// next attempt (claimed in the same write) starts.
+	r.finished(batch)
 	for _, c := range claims {
 		r.startAttempt(c)
 	}
 	r.signal() // slots may be free, and a retry may be due soon
-	r.finished(batch)
 }
 
 // record makes the store record batch (and claim within lim), trying again

@@ -5,18 +5,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
 	"github.com/runlog/runlog/retry"
 )
 
-// Handler runs the attempts of one job kind. Build one with Handle.
+// Handler runs the attempts of one job kind. Build one with Handle, or
+// HandleTyped (AddHandler) for a payload type that names its kind.
 type Handler interface {
 	// run decodes the payload and runs one attempt.
 	run(ctx context.Context, payload []byte) error
 	// timeout is the kind's attempt timeout, 0 for the runner's default.
 	timeout() time.Duration
+	// argsType is the Go type of the payloads it takes (nil: any).
+	argsType() reflect.Type
+	// boundKind is the kind its payload type names (HandleTyped), or "".
+	boundKind() string
 }
 
 // HandlerOption configures a Handler.
@@ -36,12 +42,16 @@ func HandlerTimeout(d time.Duration) HandlerOption {
 type typedHandler[T any] struct {
 	fn   func(ctx context.Context, payload T) error
 	opts handlerOptions
+	kind string // HandleTyped: T's kind
 }
 
 // Handle builds the handler of a job kind from a typed function. The
 // payload is decoded from JSON into T; a payload of type []byte or
 // json.RawMessage is passed as is. A payload that does not decode fails the
-// job permanently (another attempt would fail the same way).
+// job permanently (another attempt would fail the same way). Enqueue
+// refuses a Go value of another type than T (or *T) for the kind; raw
+// bytes are taken as they are. When T names its kind (JobArgs), prefer
+// HandleTyped or AddHandler.
 //
 // fn signals the outcome of the attempt with its error: nil is a success, a
 // plain error a retryable failure, and Permanent, RetryAfter and Unsafe mark
@@ -55,6 +65,10 @@ func Handle[T any](fn func(ctx context.Context, payload T) error, opts ...Handle
 }
 
 func (h *typedHandler[T]) timeout() time.Duration { return h.opts.timeout }
+
+func (h *typedHandler[T]) argsType() reflect.Type { return payloadType[T]() }
+
+func (h *typedHandler[T]) boundKind() string { return h.kind }
 
 func (h *typedHandler[T]) run(ctx context.Context, payload []byte) error {
 	var v T
@@ -140,9 +154,11 @@ type attemptKey struct{}
 
 // attemptCtx is what the runner stores in an attempt's context.
 type attemptCtx struct {
-	info AttemptInfo
-	mu   sync.Mutex
-	out  []byte // guarded by mu: the last maxOutput bytes recorded
+	info    AttemptInfo
+	h       Handler // runs the attempt (callHandler, after the middleware)
+	payload []byte
+	mu      sync.Mutex
+	out     []byte // guarded by mu: the last maxOutput bytes recorded
 }
 
 // maxOutput bounds the output kept with one attempt.

@@ -6,7 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,85 +14,28 @@ import (
 	"github.com/runlog/runlog/internal/pgtest"
 	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/postgres"
+	"github.com/runlog/runlog/runlogtest"
 )
 
 // fakeClock is a Clock that moves only when the test advances it.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  map[*fakeTimer]struct{}
-	changed chan struct{} // closed (and replaced) when a timer is set; see waitTimers
-}
+type fakeClock struct{ *runlogtest.Clock }
 
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
+// newFakeClock returns a fake clock at a fixed time.
+func newFakeClock() *fakeClock { return &fakeClock{runlogtest.NewClock()} }
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.UnixMilli(1_700_000_000_000), timers: map[*fakeTimer]struct{}{}}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{at: c.now.Add(d), ch: make(chan time.Time, 1)}
-	if d <= 0 {
-		t.ch <- c.now
-		return t.ch, func() bool { return false }
-	}
-	c.timers[t] = struct{}{}
-	if c.changed != nil {
-		close(c.changed)
-		c.changed = nil
-	}
-	return t.ch, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		_, ok := c.timers[t]
-		delete(c.timers, t)
-		return ok
-	}
-}
-
-// Advance moves the clock by d and fires the timers that are due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		if !t.at.After(c.now) {
-			t.ch <- c.now
-			delete(c.timers, t)
-		}
-	}
-}
-
-// waitTimers waits until the timers set satisfy ok (or fails the test,
-// naming what): the event by which a goroutine that waits on the clock
-// shows that it has done its work and gone back to waiting.
-func (c *fakeClock) waitTimers(t testing.TB, what string, ok func(timers map[*fakeTimer]struct{}) bool) {
+// waitTimers waits until the timers set (when they fire) satisfy ok (or
+// fails the test, naming what): the event by which a goroutine that waits
+// on the clock shows that it has done its work and gone back to waiting.
+func (c *fakeClock) waitTimers(t testing.TB, what string, ok func(at []time.Time) bool) {
 	t.Helper()
 	timeout := time.After(testwait.Timeout)
 	for {
-		c.mu.Lock()
-		if ok(c.timers) {
-			c.mu.Unlock()
+		at, changed := c.Timers()
+		if ok(at) {
 			return
 		}
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		ch := c.changed
-		c.mu.Unlock()
 		select {
-		case <-ch:
+		case <-changed:
 		case <-timeout:
 			t.Fatalf("timed out after %v waiting for %s", testwait.Timeout, what)
 		}
@@ -102,20 +45,15 @@ func (c *fakeClock) waitTimers(t testing.TB, what string, ok func(timers map[*fa
 // waitTimerAt waits until a timer is set to fire at exactly at.
 func (c *fakeClock) waitTimerAt(t testing.TB, at time.Time, what string) {
 	t.Helper()
-	c.waitTimers(t, fmt.Sprintf("%s (a timer at %v)", what, at), func(timers map[*fakeTimer]struct{}) bool {
-		for tm := range timers {
-			if tm.at.Equal(at) {
-				return true
-			}
-		}
-		return false
+	c.waitTimers(t, fmt.Sprintf("%s (a timer at %v)", what, at), func(timers []time.Time) bool {
+		return slices.ContainsFunc(timers, at.Equal)
 	})
 }
 
 // waitTimerCount waits until at least n timers are set.
 func (c *fakeClock) waitTimerCount(t testing.TB, n int) {
 	t.Helper()
-	c.waitTimers(t, fmt.Sprintf("%d timers to be set", n), func(timers map[*fakeTimer]struct{}) bool { return len(timers) >= n })
+	c.waitTimers(t, fmt.Sprintf("%d timers to be set", n), func(timers []time.Time) bool { return len(timers) >= n })
 }
 
 // quietLogger drops logs.

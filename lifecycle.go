@@ -67,49 +67,67 @@ func (r *Runner) jobObserver() JobObserver {
 type ended struct {
 	store.Outcome
 	kind, target string
+	// took is how long the attempt ran (measured only when an Observer or
+	// a subscription to ended attempts wants it).
+	took time.Duration
 	// cancelled: the job was cancelled while the attempt ran; Cancel has
 	// reported its end already.
 	cancelled bool
 }
 
 // finished reports the ends that a batch of outcomes, now durable, made
-// known: successes, and failures after which the job died (a permanent or
-// unsafe outcome always; a retryable one when it was the last attempt the
-// job had, which the store is asked about). It costs nothing when no
-// JobObserver listens and warnings are not logged.
+// known: successes, retries, and failures after which the job died (a
+// permanent or unsafe outcome always; a retryable one when it was the last
+// attempt the job had, which the store is asked about). It tells the
+// JobObserver, the log, the subscriptions and the Waits of the jobs, and
+// costs nothing when none of them listens.
 func (r *Runner) finished(batch []ended) {
 	r.breakersDirty.Store(true)
 	obs := r.jobObserver()
 	logDeath := r.log.Enabled(context.Background(), slog.LevelWarn)
-	if obs == nil && !logDeath {
+	subs := r.hub.mask.Load() & endedTypes
+	waiting := r.hub.waiting.Load() > 0
+	if obs == nil && !logDeath && subs == 0 && !waiting {
 		return
 	}
+	// Dead or retried is asked of the store only by those who care.
+	askDeath := obs != nil || logDeath || subs&(EventRetried.bit()|EventFailed.bit()) != 0
 	for i := range batch {
 		e := &batch[i]
+		if waiting {
+			r.hub.wake(e.ID)
+		}
 		if e.cancelled {
 			continue
 		}
 		ev := JobEvent{ID: e.ID, Kind: e.kind, Target: e.target, Attempts: int(e.Attempt), Reason: e.Error}
+		typ := EventRetried
 		switch e.Class {
 		case retry.Success:
-			if obs == nil {
+			ev.State, typ = StateSucceeded, EventSucceeded
+		case retry.Permanent, retry.Unsafe:
+			ev.State, typ = StateFailed, EventFailed
+		default:
+			if !askDeath {
 				continue
 			}
-			ev.State = StateSucceeded
-		case retry.Permanent, retry.Unsafe:
-			ev.State = StateFailed
-		default:
-			j, err := r.st.Job(r.base, e.ID)
-			if err != nil || j.State != state.Failed || j.Started != e.Attempt {
-				continue // it runs again (or is gone)
+			if j, err := r.st.Job(r.base, e.ID); err == nil && j.State == state.Failed && j.Started == e.Attempt {
+				ev.State, ev.Reason, typ = StateFailed, j.Reason, EventFailed
 			}
-			ev.State, ev.Reason = StateFailed, j.Reason
 		}
 		if ev.State == StateFailed && logDeath {
 			r.log.Warn("runlog: job failed for good", "id", ev.ID, "kind", ev.Kind, "target", ev.Target, "attempts", ev.Attempts, "reason", ev.Reason)
 		}
-		if obs != nil {
+		if obs != nil && ev.State != "" {
 			obs.JobFinished(ev)
+		}
+		if subs&typ.bit() != 0 {
+			msg := e.Error
+			if typ == EventFailed {
+				msg = ev.Reason
+			}
+			r.hub.emit(Event{Type: typ, At: r.cfg.Clock.Now(), JobID: e.ID, Kind: e.kind, Target: e.target,
+				Attempt: int(e.Attempt), Outcome: e.Class.String(), Duration: e.took, Error: msg})
 		}
 	}
 }
@@ -121,9 +139,7 @@ func (r *Runner) finished(batch []ended) {
 func (r *Runner) breakerWatch(done chan<- struct{}) {
 	defer close(done)
 	obs := r.jobObserver()
-	if obs == nil && !r.log.Enabled(context.Background(), slog.LevelInfo) {
-		return
-	}
+	logged := r.log.Enabled(context.Background(), slog.LevelInfo)
 	// seen holds each target's breaker as last seen (retry.Breaker.At) and
 	// the Until of its last opening, so that an opening is reported even
 	// when the cooldown has passed before the look.
@@ -143,6 +159,11 @@ func (r *Runner) breakerWatch(done chan<- struct{}) {
 			timer.Stop()
 			return
 		case <-timer.C:
+		}
+		if obs == nil && !logged && !r.hub.wants(EventBreaker) {
+			// Nobody listens: no look (a subscriber that comes later is
+			// told of the breakers that are not closed then).
+			continue
 		}
 		now := r.nowMS()
 		if !r.breakersDirty.Swap(false) && (nextUntil == 0 || now < nextUntil) {
@@ -197,5 +218,8 @@ func (r *Runner) breakerChanged(obs JobObserver, target string, from, to retry.B
 	}
 	if obs != nil {
 		obs.BreakerChanged(ev)
+	}
+	if r.hub.wants(EventBreaker) {
+		r.hub.emit(Event{Type: EventBreaker, At: r.cfg.Clock.Now(), Target: target, Breaker: ev})
 	}
 }

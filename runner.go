@@ -66,6 +66,14 @@ type Runner struct {
 	// storeErrors counts the store's transient failures in a row (see
 	// troubled); 0 while it answers.
 	storeErrors atomic.Int32
+	// attempt and enqueue are Config.Middleware and
+	// Config.EnqueueMiddleware chained, or nil without middleware.
+	attempt AttemptFunc
+	enqueue EnqueueFunc
+
+	// hub holds the event subscriptions and the Waits.
+	hub hub
+
 	// breakersDirty: attempts ended since the breaker watch last looked.
 	breakersDirty atomic.Bool
 	watchDone     chan struct{} // closed when breakerWatch returns
@@ -88,6 +96,12 @@ const DefaultSegmentSize = 16 << 20
 //
 // A directory is used by one process at a time: a second Open of the same
 // directory fails with an error naming the lock file.
+//
+// Open takes no context, unlike postgres.Open, which dials a server: it
+// does local work only (the lock, the newest snapshot, the replay of the
+// journal after it), which a cancelled context could only cut short into
+// a failed open with nothing to show for it. Its time follows the jobs
+// held, not all history (Config.SnapshotBytes).
 func Open(dir string, cfg Config) (*Runner, error) { return openFS(dir, cfg, nil) }
 
 // openFS is Open on the filesystem fsys (nil: the real one); tests pass an
@@ -158,6 +172,12 @@ func start(st store.Store, cfg Config) *Runner {
 		running:        make(map[uint64]*flight),
 		perTarget:      make(map[string]int),
 		cancelEarly:    make(map[uint64]struct{}),
+	}
+	if f, ok := chain(cfg.Middleware, callHandler); ok {
+		r.attempt = f
+	}
+	if f, ok := chain(cfg.EnqueueMiddleware, r.enqueueMany); ok {
+		r.enqueue = f
 	}
 	r.base, r.cancelBase = context.WithCancelCause(context.Background())
 	st.SetNotify(store.Notify{Wake: r.signal, CancelAttempt: r.cancelAttempt})
@@ -300,6 +320,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	r.finishersDone.Wait()
 	r.cancelAll(errShutdown)
 	r.cancelBase(errShutdown)
+	defer r.hub.close()
 	if err := r.st.Close(); err != nil {
 		return err
 	}

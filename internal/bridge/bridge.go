@@ -2,10 +2,13 @@
 // run it on another store (runlog/postgres): they open their store with
 // the options a runlog.Config implies and hand it to the engine, without
 // package runlog importing them (an embedded-only program then links no
-// database driver). Package runlog sets the funcs in its init.
+// database driver). It is also how package runlogtest runs a handler as
+// the engine does, without runlog exporting its internals. Package runlog
+// sets the funcs in its init.
 package bridge
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -36,3 +39,24 @@ var Start func(cfg any, open func(StoreOptions) (store.Store, error)) (any, erro
 // default Config, accepting any non-empty kind, and returns the job to
 // store at now. Set by package runlog.
 var NewJob func(req any, now time.Time) (store.NewJob, error)
+
+// The engine's seams for package runlogtest, set by package runlog.
+var (
+	// AttemptContext returns ctx as the context of an attempt described by
+	// info (a runlog.AttemptInfo): runlog.AttemptFrom returns info, and
+	// runlog.RecordOutput records into it (see Output).
+	AttemptContext func(ctx context.Context, info any) context.Context
+	// Output returns the output recorded in an attempt context.
+	Output func(ctx context.Context) []byte
+	// RunHandler runs one attempt of h (a runlog.Handler) on payload in
+	// ctx (an attempt context) as the runner does: decoding the payload,
+	// turning a panic into an error.
+	RunHandler func(ctx context.Context, h any, payload []byte) error
+	// HandlerKind is the kind h (a runlog.Handler) is bound to by
+	// HandleTyped, or "".
+	HandlerKind func(h any) string
+	// Outcome classifies a handler's error as the runner does: "success",
+	// "retryable", "permanent" or "unsafe", and the wait the error asked
+	// for (< 0: none).
+	Outcome func(err error) (string, time.Duration)
+)

@@ -58,6 +58,11 @@ type Options struct {
 	// Logger receives a line per action and per failed request. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// BasePath, when not empty, is the path the dashboard is mounted at
+	// ("/admin/jobs"): it serves the paths under it, and its links,
+	// redirects and cookies carry it. It must start with "/"; a trailing
+	// "/" is dropped.
+	BasePath string
 }
 
 // Limits of the dashboard's requests.
@@ -82,6 +87,10 @@ type handler struct {
 	mux    *http.ServeMux
 	auth   *auth
 	now    func() time.Time
+	// base is Options.BasePath without a trailing "/"; links rewrites the
+	// pages' absolute links under it (nil without one).
+	base  string
+	links *strings.Replacer
 }
 
 // New returns the dashboard over r as an http.Handler to mount at "/" on
@@ -98,6 +107,10 @@ func New(r *runlog.Runner, opts Options) http.Handler {
 		log:    opts.Logger,
 		mux:    http.NewServeMux(),
 		now:    time.Now,
+	}
+	h.base = strings.TrimRight(opts.BasePath, "/")
+	if h.base != "" {
+		h.links = basePathLinks(h.base)
 	}
 	h.auth = newAuth(opts.Token, func() time.Time { return h.now() }, opts.Limiter)
 	h.routes()
@@ -130,6 +143,14 @@ func (h *handler) routes() {
 // login page and the static assets) and, for a POST, the origin, the CSRF
 // token and the read-only flag, then routes the request.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.base != "" {
+		var ok bool
+		if r, ok = stripBase(r, h.base); !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w = &baseWriter{ResponseWriter: w, base: h.base}
+	}
 	hd := w.Header()
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "same-origin")
@@ -201,6 +222,10 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
+	if h.links != nil {
+		_, _ = h.links.WriteString(w, buf.String())
+		return
+	}
 	_, _ = w.Write(buf.Bytes())
 }
 

@@ -49,6 +49,14 @@ type APIConfig struct {
 	// Limiter, when not nil, throttles wrong tokens (429 with Retry-After);
 	// share it with the dashboard's Options.Limiter.
 	Limiter *authlimit.Limiter
+	// ReadOnly refuses every request that would change something (any
+	// method but GET, HEAD and OPTIONS) with 403.
+	ReadOnly bool
+	// BasePath, when not empty, is the path the API is mounted at
+	// ("/runlog"): it serves /runlog/v1/..., /runlog/healthz and
+	// /runlog/metrics, and its Location headers carry it. It must start
+	// with "/"; a trailing "/" is dropped.
+	BasePath string
 }
 
 // API is the HTTP API of runlog serve over a runner; see docs/api.md and the
@@ -59,6 +67,7 @@ type API struct {
 	tokenHash [sha256.Size]byte
 	mux       *http.ServeMux
 	accepting atomic.Bool
+	base      string // BasePath without a trailing "/"
 }
 
 // NewAPI returns the API over r, accepting jobs.
@@ -69,7 +78,7 @@ func NewAPI(r *runlog.Runner, cfg APIConfig) *API {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &API{runner: r, cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux()}
+	a := &API{runner: r, cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux(), base: strings.TrimRight(cfg.BasePath, "/")}
 	a.accepting.Store(true)
 	a.routes()
 	return a
@@ -122,6 +131,19 @@ func (a *API) routes() {
 // ServeHTTP hands paths outside the API to the dashboard (if any), checks
 // the token (every other path but exactly /healthz) and routes the request.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.base != "" {
+		rest, ok := strings.CutPrefix(r.URL.Path, a.base)
+		if !ok || !isAPIPath(rest) {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; the API is at %s/v1/", r.URL.Path, a.base))
+			return
+		}
+		r2 := new(http.Request)
+		*r2 = *r
+		u := *r.URL
+		u.Path, u.RawPath = rest, ""
+		r2.URL = &u
+		r = r2
+	}
 	if a.cfg.Dashboard != nil && !isAPIPath(r.URL.Path) {
 		a.cfg.Dashboard.ServeHTTP(w, r)
 		return
@@ -136,6 +158,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusUnauthorized, errUnauthorized)
 			return
 		}
+	}
+	if a.cfg.ReadOnly && !safeMethod(r.Method) {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("this API is read-only: %s %s is refused; use GET", r.Method, r.URL.Path))
+		return
 	}
 	if r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" {
 		a.enqueue(w, r) // the hottest path, without the mux's matching
@@ -192,7 +218,7 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 	if res.Existing {
 		status = http.StatusOK
 	}
-	writeCreated(w, status, res.ID, res.Existing)
+	writeCreated(w, status, a.base, res.ID, res.Existing)
 }
 
 // enqueueBody decodes the body of POST /v1/jobs and enqueues the job.
@@ -223,11 +249,11 @@ var (
 // Created{id, existing}, and a Location header, built without reflection or
 // header canonicalization (this is the hottest answer of the API). The
 // Content-Length is net/http's: it counts a short answer itself.
-func writeCreated(w http.ResponseWriter, status int, id uint64, existing bool) {
+func writeCreated(w http.ResponseWriter, status int, base string, id uint64, existing bool) {
 	var buf [64]byte
 	b := appendCreated(buf[:0], id, existing)
 	h := w.Header()
-	h["Location"] = []string{"/v1/jobs/" + strconv.FormatUint(id, 10)}
+	h["Location"] = []string{base + "/v1/jobs/" + strconv.FormatUint(id, 10)}
 	h["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(b)

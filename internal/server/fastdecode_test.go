@@ -117,7 +117,7 @@ func TestWriteCreatedMatchesWriteJSON(t *testing.T) {
 		want := httptest.NewRecorder()
 		writeJSON(want, http.StatusCreated, Created{ID: c.id, Existing: c.existing})
 		got := httptest.NewRecorder()
-		writeCreated(got, http.StatusCreated, c.id, c.existing)
+		writeCreated(got, http.StatusCreated, "", c.id, c.existing)
 		if got.Body.String() != want.Body.String() || got.Code != want.Code {
 			t.Fatalf("%+v: got %d %q, want %d %q", c, got.Code, got.Body, want.Code, want.Body)
 		}

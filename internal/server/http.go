@@ -98,15 +98,37 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("this server does not answer to host %q; use its address, localhost, or start it with --hostname NAME (RUNLOG_HOSTNAME) for each other name clients use", r.Host))
 		return
 	}
-	if err := g.cop.Check(r); err != nil {
-		writeError(w, http.StatusForbidden, "cross-site request refused: a write must come from this server's own pages or from a client that is not a browser (no Origin or Sec-Fetch-Site other than same-origin)")
-		return
-	}
-	if r.ContentLength != 0 && isAPIPath(r.URL.Path) && !safeMethod(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: the API takes JSON bodies; send Content-Type: application/json", r.Header.Get("Content-Type")))
+	if !writeAllowed(w, r, g.cop, isAPIPath(r.URL.Path)) {
 		return
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// writeAllowed refuses, and answers, a cross-site write (403) and, when
+// api, a write whose body is not JSON (415).
+func writeAllowed(w http.ResponseWriter, r *http.Request, cop *http.CrossOriginProtection, api bool) bool {
+	if err := cop.Check(r); err != nil {
+		writeError(w, http.StatusForbidden, "cross-site request refused: a write must come from this server's own pages or from a client that is not a browser (no Origin or Sec-Fetch-Site other than same-origin)")
+		return false
+	}
+	if api && r.ContentLength != 0 && !safeMethod(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: the API takes JSON bodies; send Content-Type: application/json", r.Header.Get("Content-Type")))
+		return false
+	}
+	return true
+}
+
+// MountGuard returns next (an API) behind the checks of runlog serve that
+// do not depend on its listener: it refuses cross-site writes (403) and
+// writes whose body is not JSON (415). The Host check (421) and the
+// request-head checks stay the application server's (see package httpapi).
+func MountGuard(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if writeAllowed(w, r, cop, true) {
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // safeMethod reports whether m is a method that changes nothing.

@@ -40,6 +40,11 @@ type JobRequest struct {
 	Args    []string `json:"args,omitempty"`
 	Stdin   string   `json:"stdin,omitempty"`
 
+	// Payload is the payload of a job of an application's kind (neither
+	// http nor exec), taken when the policy allows those kinds
+	// (Policy.AppKinds: an API mounted over an application's runner).
+	Payload json.RawMessage `json:"payload,omitempty"`
+
 	// Key is an idempotency key: a second request with the same key returns
 	// the first job instead of adding one.
 	Key string `json:"key,omitempty"`
@@ -77,6 +82,11 @@ type Policy struct {
 	// Retry is the default retry policy; a request's retry object overrides
 	// the fields it gives.
 	Retry runlog.RetryPolicy
+	// AppKinds takes jobs of kinds other than http and exec, with their
+	// payload as the JSON of the request's payload field (the runner
+	// refuses a kind it has no handler for). runlog serve has no such
+	// kinds; an API mounted over an application's runner has.
+	AppKinds bool
 	// HTTPRetry, when not zero, is the default retry policy of http jobs
 	// instead of Retry: a job without a retry object gets it, and a job's
 	// retry object overrides its fields.
@@ -237,6 +247,9 @@ func (req *JobRequest) Resolve(p Policy) (runlog.JobRequest, error) {
 	out.Kind = req.Kind
 	switch req.Kind {
 	case kinds.KindHTTP:
+		if req.Payload != nil {
+			return out, badRequest("payload belongs to jobs of an application's kinds; an http job has url, method, headers and body")
+		}
 		if req.Command != "" || req.Args != nil || req.Stdin != "" {
 			return out, badRequest("command, args and stdin belong to exec jobs, not http jobs")
 		}
@@ -251,6 +264,9 @@ func (req *JobRequest) Resolve(p Policy) (runlog.JobRequest, error) {
 		}
 		out.Payload = hr.AppendJSON(make([]byte, 0, 64+len(hr.URL)+len(hr.Body)))
 	case kinds.KindExec:
+		if req.Payload != nil {
+			return out, badRequest("payload belongs to jobs of an application's kinds; an exec job has command, args and stdin")
+		}
 		if req.URL != "" || req.Method != "" || req.Headers != nil || req.Body != "" {
 			return out, badRequest("url, method, headers and body belong to http jobs, not exec jobs")
 		}
@@ -263,7 +279,16 @@ func (req *JobRequest) Resolve(p Policy) (runlog.JobRequest, error) {
 	case "":
 		return out, badRequest("kind is required: http or exec")
 	default:
-		return out, badRequest("unknown kind %q: use http or exec", req.Kind)
+		if !p.AppKinds {
+			if req.Payload != nil {
+				return out, badRequest("unknown kind %q: runlog serve runs http and exec jobs; payload is for an API mounted over an application's runner", req.Kind)
+			}
+			return out, badRequest("unknown kind %q: use http or exec", req.Kind)
+		}
+		if req.URL != "" || req.Method != "" || req.Headers != nil || req.Body != "" || req.Command != "" || req.Args != nil || req.Stdin != "" {
+			return out, badRequest("kind %q takes its payload in payload; url, method, headers, body, command, args and stdin belong to http and exec jobs", req.Kind)
+		}
+		out.Payload = req.Payload
 	}
 	if err != nil {
 		return out, badRequest("encode payload: %v", err)

@@ -26,9 +26,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/dashboard"
 	"github.com/runlog/runlog/internal/authlimit"
-	"github.com/runlog/runlog/internal/dashboard"
+	idash "github.com/runlog/runlog/internal/dashboard"
 	"github.com/runlog/runlog/internal/kinds"
+	"github.com/runlog/runlog/internal/mount"
 	"github.com/runlog/runlog/postgres"
 )
 
@@ -172,7 +174,7 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}()
 	metrics := NewMetrics(MetricsOptions{Targets: cfg.MetricsTargets})
-	recorder := dashboard.NewRecorder()
+	recorder := idash.NewRecorder()
 	rc := cfg.Runner
 	guard := kinds.Guard{BlockPrivate: !IsLoopback(cfg.Addr) && !cfg.AllowPrivateTargets, AllowHosts: cfg.AllowHosts, Resolver: cfg.Resolver}
 	rc.Handlers = kinds.Handlers(kinds.Config{
@@ -219,9 +221,10 @@ func Start(cfg Config) (*Server, error) {
 	limiter := authlimit.New(nil) // wrong tokens count alike at the API and the dashboard
 	var dash http.Handler
 	if !cfg.NoDashboard {
-		dash = dashboard.New(runner, dashboard.Options{
-			Token: cfg.Token, ReadOnly: cfg.DashboardReadOnly, Recorder: recorder, Logger: cfg.Logger, Limiter: limiter,
-		})
+		// The public dashboard, with the server's limiter (shared with the
+		// API) and its recorder (a lossless Observer, not a subscription).
+		opts := dashboard.Options{Token: cfg.Token, ReadOnly: cfg.DashboardReadOnly, Logger: cfg.Logger}
+		dash = dashboard.New(runner, mount.Dashboard(opts, limiter, recorder).(dashboard.Options))
 	}
 	api := NewAPI(runner, APIConfig{
 		Token:     cfg.Token,

@@ -61,6 +61,7 @@ func OpenPostgres(ctx context.Context, cfg harness.Config) (harness.Driver, erro
 		return nil, fmt.Errorf("runlog-pg: open: %w", err)
 	}
 	d.r = r
+	subscribe(r)
 	d.settings = func(ctx context.Context) []harness.Setting {
 		var out []harness.Setting
 		if conn, err := pgx.Connect(ctx, pgURL); err != nil {

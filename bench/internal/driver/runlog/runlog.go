@@ -118,7 +118,29 @@ func newDriver(cfg harness.Config) (*driver, runlog.Config) {
 	if d.breaker != nil {
 		rc.Breaker = *d.breaker
 	}
+	if os.Getenv(hooksEnv) == "1" {
+		rc.Middleware = []runlog.Middleware{func(next runlog.AttemptFunc) runlog.AttemptFunc { return next }}
+		rc.EnqueueMiddleware = []runlog.EnqueueMiddleware{func(next runlog.EnqueueFunc) runlog.EnqueueFunc { return next }}
+	}
 	return d, rc
+}
+
+// hooksEnv, set to 1, runs runlog with a no-op attempt middleware, a no-op
+// enqueue middleware and one subscriber to every event (subscribe), to
+// measure what they cost.
+const hooksEnv = "BENCH_RUNLOG_HOOKS"
+
+// subscribe starts the subscriber of hooksEnv: it reads every event until
+// the runner closes.
+func subscribe(r *runlog.Runner) {
+	if os.Getenv(hooksEnv) != "1" {
+		return
+	}
+	sub := r.Subscribe(0)
+	go func() {
+		for range sub.Events() {
+		}
+	}()
 }
 
 // Open opens a runlog journal in cfg.Dir/journal (see newDriver for the
@@ -136,6 +158,7 @@ func Open(ctx context.Context, cfg harness.Config) (harness.Driver, error) {
 		return nil, fmt.Errorf("runlog: open %s: %w", dir, err)
 	}
 	d.r = r
+	subscribe(r)
 	d.settings = d.embeddedSettings
 	return d, nil
 }
