@@ -128,7 +128,7 @@ func TestHTTPKindOutcomes(t *testing.T) {
 		{path: "/throttled", state: runlog.StateSucceeded, attempts: 2},
 		{path: "/down", state: runlog.StateFailed, attempts: 3},
 		{path: "/redirect", state: runlog.StateFailed, attempts: 1},
-		{path: "/slow", timeout: 50 * time.Millisecond, state: runlog.StateFailed, attempts: 3},
+		{path: "/slow", timeout: 300 * time.Millisecond, state: runlog.StateFailed, attempts: 3}, // long enough to reach the target on a loaded machine
 		{path: "/big", state: runlog.StateSucceeded, attempts: 1},
 		{path: "closed port", url: closedURL, state: runlog.StateFailed, attempts: 3},
 	} {

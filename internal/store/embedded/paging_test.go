@@ -102,7 +102,7 @@ func pagingFilters() []struct {
 		{store.Filter{Kind: "k2"}, func(h held) bool { return h.kind == "k2" }},
 		{store.Filter{Target: "t3"}, func(h held) bool { return h.target == "t3" }},
 		{store.Filter{State: "failed", Kind: "k1"}, func(h held) bool { return h.state == "failed" && h.kind == "k1" }},
-		{store.Filter{Search: "key-1"}, func(h held) bool { return len(h.key) >= 5 && h.key[:5] == "key-1" }},
+		{store.Filter{Search: "key-12"}, func(h held) bool { return len(h.key) >= 6 && h.key[:6] == "key-12" }},
 	}
 }
 
