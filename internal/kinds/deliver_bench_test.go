@@ -42,7 +42,7 @@ func BenchmarkDeliver(b *testing.B) {
 			var id atomic.Uint64
 			b.ReportAllocs()
 			b.SetParallelism(32) // 64 goroutines on 2 cores, as a pool of 64
-			cpu0 := processCPU()
+			cpu0 := ProcessCPU()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					req := HTTPRequest{URL: target.URL + "/noop", Method: "POST", Body: "{}"}
@@ -53,13 +53,14 @@ func BenchmarkDeliver(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(ProcessCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
 
-// processCPU is the user and system time this process has used.
-func processCPU() time.Duration {
+// ProcessCPU is the user and system time this process has used (for the
+// benchmarks here and in kinds_test).
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
