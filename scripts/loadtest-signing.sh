@@ -2,32 +2,54 @@
 # Measures http deliveries to runlog loadtest's no-op loopback receiver at
 # concurrency 64 with signing off and on (runlog serve
 # --signing-secret-file), alternating the two ROUNDS times on fresh data
-# directories, and prints each run's enqueue and delivery lines. Run it
-# under flock /tmp/bench.lock so that no other benchmark shares the
-# machine.
+# directories, and prints each run's enqueue and delivery lines. With
+# BASELINE (a git revision, e.g. d27a822), each round first runs that
+# revision's server (signing off: older servers cannot sign), built in a
+# temporary worktree, so that old and new alternate. Run it under flock
+# /tmp/bench.lock so that no other benchmark shares the machine.
 #
-#   flock /tmp/bench.lock scripts/loadtest-signing.sh [ROUNDS] [DURATION]
+#   flock /tmp/bench.lock scripts/loadtest-signing.sh [ROUNDS] [DURATION] [BASELINE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 duration=${2:-5s}
+baseline=${3:-}
 work=$(mktemp -d)
-trap 'kill "${pid:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
+cleanup() {
+  kill "${pid:-}" 2>/dev/null || true
+  if [ -n "$baseline" ]; then git worktree remove --force "$work/baseline" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 go build -o "$work/runlog" ./cmd/runlog
+modes=(off on)
+if [ -n "$baseline" ]; then
+  git worktree add --detach "$work/baseline" "$baseline" >/dev/null 2>&1
+  (cd "$work/baseline" && go build -o "$work/runlog-baseline" ./cmd/runlog)
+  modes=(baseline off on)
+fi
 echo "whsec_$(head -c 32 /dev/urandom | base64)" > "$work/secret"
 chmod 600 "$work/secret"
 port=17171
 for round in $(seq "$rounds"); do
-  for mode in off on; do
+  for mode in "${modes[@]}"; do
     data="$work/data-$round-$mode"
+    server=("$work/runlog")
     extra=()
-    [ "$mode" = on ] && extra=(--signing-secret-file "$work/secret")
-    "$work/runlog" serve --data "$data" --addr "127.0.0.1:$port" --concurrency 64 --log-level warn "${extra[@]}" &
+    case $mode in
+      on) extra=(--signing-secret-file "$work/secret") ;;
+      baseline) server=("$work/runlog-baseline") ;;
+    esac
+    "${server[@]}" serve --data "$data" --addr "127.0.0.1:$port" --concurrency 64 --log-level warn "${extra[@]}" &
     pid=$!
     for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-    echo "round $round, signing $mode:"
+    case $mode in
+      baseline) echo "round $round, $baseline (signing off):" ;;
+      *) echo "round $round, signing $mode:" ;;
+    esac
     "$work/runlog" loadtest --server "http://127.0.0.1:$port" --conns 64 --batch 100 --duration "$duration" | sed 's/^/  /'
     kill "$pid"; wait "$pid" || true
     pid=
+    rm -rf "$data"
   done
 done

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/runlog/runlog"
@@ -73,20 +74,32 @@ func (r *HTTPRequest) Check(allow []string) (target string, err error) {
 	if err != nil {
 		return "", err
 	}
-	if !HostAllowed(u, allow) {
-		return "", fmt.Errorf("%w: %q is not on the allow-list (--allow-host); ask the operator to add it", ErrHostNotAllowed, u.Host)
+	if err := r.checkParsed(u, allow); err != nil {
+		return "", err
 	}
+	return u.Scheme + "://" + hostPort(u), nil
+}
+
+// checkParsed is the rest of Check once r.URL parsed as u and passed
+// checkURL.
+func (r *HTTPRequest) checkParsed(u *url.URL, allow []string) error {
+	if !HostAllowed(u, allow) {
+		return fmt.Errorf("%w: %q is not on the allow-list (--allow-host); ask the operator to add it", ErrHostNotAllowed, u.Host)
+	}
+	r.normalizeMethod()
+	if !isToken(r.Method) {
+		return fmt.Errorf("%w: method %q is not a valid HTTP method", ErrInvalid, r.Method)
+	}
+	return CheckHeaders(r.Headers)
+}
+
+// normalizeMethod makes an empty method POST and a lower-case one upper
+// case.
+func (r *HTTPRequest) normalizeMethod() {
 	if r.Method == "" {
 		r.Method = DefaultMethod
 	}
 	r.Method = strings.ToUpper(r.Method)
-	if !isToken(r.Method) {
-		return "", fmt.Errorf("%w: method %q is not a valid HTTP method", ErrInvalid, r.Method)
-	}
-	if err := CheckHeaders(r.Headers); err != nil {
-		return "", err
-	}
-	return u.Scheme + "://" + hostPort(u), nil
 }
 
 // forbiddenHeaders are the header names (canonical form) that a job may not
@@ -148,18 +161,26 @@ func ParseURL(raw string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: url %q does not parse: %v", ErrInvalid, raw, err)
 	}
+	if err := checkURL(raw, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// checkURL is ParseURL's check of u, parsed from raw.
+func checkURL(raw string, u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%w: url %q: only http and https URLs are accepted", ErrInvalid, raw)
+		return fmt.Errorf("%w: url %q: only http and https URLs are accepted", ErrInvalid, raw)
 	}
 	if u.Hostname() == "" {
-		return nil, fmt.Errorf("%w: url %q has no host", ErrInvalid, raw)
+		return fmt.Errorf("%w: url %q has no host", ErrInvalid, raw)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > math.MaxUint16 {
-			return nil, fmt.Errorf("%w: url %q has an invalid port", ErrInvalid, raw)
+			return fmt.Errorf("%w: url %q has an invalid port", ErrInvalid, raw)
 		}
 	}
-	return u, nil
+	return nil
 }
 
 // UnmarshalJSON decodes an http job's payload. The shape AppendJSON writes
@@ -332,7 +353,8 @@ func HTTP(cfg Config) runlog.Handler {
 	}
 	d := &deliverer{client: client, allow: cfg.AllowHosts, guard: &cfg.Guard, signer: cfg.Signer}
 	return runlog.Handle(func(ctx context.Context, req HTTPRequest) error {
-		return d.deliver(ctx, req)
+		info, ok := runlog.AttemptFrom(ctx)
+		return d.deliver(ctx, info, ok, req)
 	})
 }
 
@@ -342,48 +364,41 @@ type deliverer struct {
 	allow  []string
 	guard  *Guard
 	signer Signer
+	macs   macs
 }
 
-func (d *deliverer) deliver(ctx context.Context, req HTTPRequest) error {
-	// Checked again: the job may have been journaled by an older version
-	// that let more through (a Host header, a host since removed from the
-	// allow-list). Such a job fails at once, without contacting anyone.
-	if err := req.Validate(d.allow); err != nil {
-		return runlog.Permanent(fmt.Errorf("refused before delivery, the target was not contacted: %w", err))
-	}
+// deliver sends req, with the attempt's info when attempt.
+func (d *deliverer) deliver(ctx context.Context, info runlog.AttemptInfo, attempt bool, req HTTPRequest) error {
+	// The connection's remote address, for the log: the transport says
+	// which connection a request went out on only through a trace.
+	conn := &connTrace{}
+	conn.trace.GotConn = conn.gotConn
+	ctx = httptrace.WithClientTrace(ctx, &conn.trace)
 	var body io.Reader
 	if req.Body != "" {
 		body = strings.NewReader(req.Body)
 	}
+	req.normalizeMethod()
 	hreq, err := http.NewRequestWithContext(ctx, req.Method, req.URL, body)
-	if err != nil {
+	if err == nil {
+		err = checkURL(req.URL, hreq.URL)
+	}
+	if err == nil {
+		err = req.checkParsed(hreq.URL, d.allow)
+	} else if verr := req.Validate(d.allow); verr != nil {
+		err = verr
+	} else {
 		return runlog.Permanent(fmt.Errorf("%w: %v", ErrInvalid, err))
 	}
-	for name, value := range req.Headers {
-		hreq.Header.Set(name, value)
+	// Checked again: the job may have been journaled by an older version
+	// that let more through (a Host header, a host since removed from the
+	// allow-list). Such a job fails at once, without contacting anyone.
+	if err != nil {
+		return runlog.Permanent(fmt.Errorf("refused before delivery, the target was not contacted: %w", err))
 	}
-	if hreq.Header.Get("User-Agent") == "" {
-		hreq.Header.Set("User-Agent", "runlog")
-	}
-	if info, ok := runlog.AttemptFrom(ctx); ok {
-		hreq.Header.Set(HeaderJobID, strconv.FormatUint(info.JobID, 10))
-		hreq.Header.Set(HeaderAttempt, strconv.Itoa(info.Attempt))
-		if d.signer != nil {
-			if keys := d.signer.Keys(info.Target); len(keys) > 0 {
-				id, ts := d.signer.MessageID(info.JobID), time.Now().Unix()
-				hreq.Header.Set(HeaderWebhookID, id)
-				hreq.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-				hreq.Header.Set(HeaderWebhookSignature, SignatureHeader(keys, id, ts, req.Body))
-			}
-		}
-	}
+	d.setHeaders(hreq, info, attempt, &req)
+
 	var log Delivery
-	trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
-		if ci.Conn != nil {
-			log.RemoteAddr = ci.Conn.RemoteAddr().String()
-		}
-	}}
-	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, trace))
 	start := time.Now()
 	resp, err := d.client.Do(hreq)
 	if err != nil {
@@ -392,22 +407,87 @@ func (d *deliverer) deliver(ctx context.Context, req HTTPRequest) error {
 			return runlog.Permanent(fmt.Errorf("not delivered, the target was not contacted: %w", ge))
 		}
 		log.DurationMS, log.Error = ms(time.Since(start)), err.Error()
-		runlog.RecordOutput(ctx, log.Encode())
+		recordDelivery(ctx, &log, nil, conn.remote)
 		return fmt.Errorf("deliver %s: %w", req.Method, err)
 	}
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, responseHead+1))
-	log.BodyTruncated = len(head) > responseHead
-	head = head[:min(len(head), responseHead)]
+	s := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(s)
+	n, rerr := io.ReadFull(resp.Body, s.head[:])
+	log.BodyTruncated = n > responseHead
 	log.DurationMS = ms(time.Since(start))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, responseDrain))
+	if rerr == nil { // more to read: drain some, so that the connection can be reused
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, responseDrain))
+	}
 	_ = resp.Body.Close()
-	log.Status, log.StatusLine, log.Headers, log.Body = resp.StatusCode, resp.Status, logHeaders(resp.Header), string(head)
-	runlog.RecordOutput(ctx, log.Encode())
+	log.Status, log.StatusLine, log.Body = resp.StatusCode, resp.Status, string(s.head[:min(n, responseHead)])
+	hs, more := logHeaders(s.headers[:0], resp.Header)
+	log.HeadersTruncated = more
+	recordDelivery(ctx, &log, hs, conn.remote)
 	out := statusOutcome(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now())
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		return d.redirected(ctx, resp, out)
 	}
 	return out
+}
+
+// setHeaders sets the headers of a delivery of req on hreq: the job's, a
+// User-Agent if the job sets none, the attempt's and the signature's. The
+// map is made at its size and the values share one array.
+func (d *deliverer) setHeaders(hreq *http.Request, info runlog.AttemptInfo, attempt bool, req *HTTPRequest) {
+	n := len(req.Headers) + 6
+	h := make(http.Header, n)
+	vals := make([]string, 0, n)
+	set := func(name, value string) {
+		vals = append(vals, value)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	for name, value := range req.Headers {
+		set(http.CanonicalHeaderKey(name), value)
+	}
+	if h.Get("User-Agent") == "" {
+		set("User-Agent", "runlog")
+	}
+	if attempt {
+		set(HeaderJobID, strconv.FormatUint(info.JobID, 10))
+		set(HeaderAttempt, strconv.Itoa(info.Attempt))
+		if d.signer != nil {
+			if keys := d.signer.Keys(info.Target); len(keys) > 0 {
+				id, ts := d.signer.MessageID(info.JobID), time.Now().Unix()
+				set(HeaderWebhookID, id)
+				set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+				set(HeaderWebhookSignature, d.macs.header(keys, id, ts, req.Body))
+			}
+		}
+	}
+	hreq.Header = h
+}
+
+// connTrace learns the remote address of a delivery's connection.
+type connTrace struct {
+	trace  httptrace.ClientTrace
+	remote net.Addr
+}
+
+func (c *connTrace) gotConn(ci httptrace.GotConnInfo) {
+	if ci.Conn != nil {
+		c.remote = ci.Conn.RemoteAddr()
+	}
+}
+
+// scratch is a delivery's reused memory: the response's head and the
+// logged headers.
+type scratch struct {
+	head    [responseHead + 1]byte
+	headers [MaxLoggedHeaders]logHeader
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// recordDelivery records the document of log (with headers hs and the
+// remote address) as the attempt's output.
+func recordDelivery(ctx context.Context, log *Delivery, hs []logHeader, remote net.Addr) {
+	var buf [1024]byte
+	runlog.RecordOutput(ctx, log.appendDoc(buf[:0], hs, remote))
 }
 
 // redirected is the outcome of a 3xx answer: a permanent failure (err), which

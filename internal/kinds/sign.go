@@ -1,12 +1,16 @@
 package kinds
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"hash"
+	"io"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // The headers of a signed delivery, as the Standard Webhooks spec names
@@ -67,14 +71,19 @@ func ParseSecret(s string) ([]byte, error) {
 // AppendSignature appends "v1,<signature>" of the message id, timestamp and
 // body under key to dst: the base64 HMAC-SHA256 of "id.timestamp.body".
 func AppendSignature(dst, key []byte, id string, timestamp int64, body string) []byte {
-	m := hmac.New(sha256.New, key)
+	return appendSignature(dst, hmac.New(sha256.New, key), id, timestamp, body)
+}
+
+// appendSignature is AppendSignature with m, a fresh or reset HMAC-SHA256
+// of the key.
+func appendSignature(dst []byte, m hash.Hash, id string, timestamp int64, body string) []byte {
 	var buf [64]byte
 	b := append(buf[:0], id...)
 	b = append(b, '.')
 	b = strconv.AppendInt(b, timestamp, 10)
 	b = append(b, '.')
 	m.Write(b)
-	m.Write([]byte(body))
+	io.WriteString(m, body)
 	sum := m.Sum(buf[:0])
 	dst = append(dst, "v1,"...)
 	return base64.StdEncoding.AppendEncode(dst, sum)
@@ -91,4 +100,55 @@ func SignatureHeader(keys [][]byte, id string, timestamp int64, body string) str
 		dst = AppendSignature(dst, k, id, timestamp, body)
 	}
 	return string(dst)
+}
+
+// macs keeps HMAC-SHA256 states per key for reuse: hmac.New costs
+// allocations and two SHA-256 blocks (the padded key), a reset state
+// neither. Safe for concurrent use.
+type macs struct {
+	mu    sync.RWMutex
+	pools map[string]*sync.Pool // by key
+}
+
+// maxMACKeys bounds how many keys macs keeps states for: past it (keys
+// rotated many times over a long run) it starts again empty.
+const maxMACKeys = 1024
+
+// header is SignatureHeader, with reused HMAC states.
+func (c *macs) header(keys [][]byte, id string, timestamp int64, body string) string {
+	var buf [2 * 48]byte
+	dst := buf[:0]
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ' ')
+		}
+		p := c.pool(k)
+		m := p.Get().(hash.Hash)
+		m.Reset()
+		dst = appendSignature(dst, m, id, timestamp, body)
+		p.Put(m)
+	}
+	return string(dst)
+}
+
+// pool returns the pool of states of key.
+func (c *macs) pool(key []byte) *sync.Pool {
+	c.mu.RLock()
+	p := c.pools[string(key)]
+	c.mu.RUnlock()
+	if p != nil {
+		return p
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.pools[string(key)]; p != nil {
+		return p
+	}
+	if c.pools == nil || len(c.pools) >= maxMACKeys {
+		c.pools = make(map[string]*sync.Pool)
+	}
+	k := bytes.Clone(key)
+	p = &sync.Pool{New: func() any { return hmac.New(sha256.New, k) }}
+	c.pools[string(k)] = p
+	return p
 }
