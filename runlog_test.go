@@ -539,8 +539,10 @@ func TestRetentionDropsExpiredJobs(t *testing.T) {
 	}
 	clock.Advance(time.Minute)
 	// Nudge the clock while waiting, in case the janitor had not set its
-	// next timer yet when the clock moved.
-	testwait.For(t, "the succeeded job to expire", func() bool { clock.Advance(100 * time.Millisecond); return gone(ok) })
+	// next timer yet when the clock moved, and past the end of the job's
+	// expiry partition (up to a sixteenth of the retention, 3.75 min,
+	// later: state.PartOf).
+	testwait.For(t, "the succeeded job to expire", func() bool { clock.Advance(time.Second); return gone(ok) })
 	if gone(bad) || gone(audit) {
 		t.Fatal("the failed job (3h) or the audit job (kept forever) was dropped at 1h")
 	}
