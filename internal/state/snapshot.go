@@ -368,6 +368,9 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 	if v >= 2 {
 		r := d.retention()
 		if set := d.byte("retention set"); set == 0 {
+			if d.err == nil && (r.SucceededMS != 0 || r.CancelledMS != 0 || r.FailedMS != 0 || len(r.PerKind) != 0) {
+				d.failAt("no retention set, but retention fields written")
+			}
 			r = nil
 		} else if d.err == nil && set != 1 {
 			d.failAt("retention flag %d", set)
@@ -437,6 +440,10 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 			j.index = int32(len(s.running))
 			s.running = append(s.running, j)
 		default:
+			if _, ok := s.parts[j.Part]; v >= 2 && (!ok || j.Part <= s.horizon) {
+				d.failAt("finished job %d in partition %d, which the snapshot does not count (horizon %d)", j.ID, j.Part, s.horizon)
+				break
+			}
 			if v == 1 {
 				s.count(sp.Target, st, 1)
 				j.Part = PartOf(s.retention, sp.Kind, st, j.FinishedAt)

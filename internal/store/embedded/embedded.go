@@ -674,22 +674,43 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 		return s.tbl.list(tableQuery{state: f.State, kind: f.Kind, target: f.Target, after: f.After, desc: !f.Oldest, limit: limit, skip: inMemory}, parts)
 	}
 	// A search is a range of the key index and, for digits, a point read
-	// by id.
-	ids, err := s.tbl.byKeyPrefix(f.Search, parts)
+	// by id; only the records of the page are read.
+	hits, err := s.tbl.byKeyPrefix(f.Search, parts)
 	if err != nil {
 		return nil, err
 	}
 	if digits {
-		if id, err := strconv.ParseUint(f.Search, 10, 64); err == nil && id != 0 && !slices.Contains(ids, id) {
-			ids = append(ids, id)
+		if id, err := strconv.ParseUint(f.Search, 10, 64); err == nil && id != 0 {
+			hits = append(hits, keyHit{id: id, part: math.MinInt64}) // partition unknown: look in all
 		}
 	}
+	kept := hits[:0]
+	for _, h := range hits {
+		if !inMemory(h.id) && (f.After == 0 || f.Oldest && h.id > f.After || !f.Oldest && h.id < f.After) {
+			kept = append(kept, h)
+		}
+	}
+	slices.SortFunc(kept, func(a, b keyHit) int {
+		if f.Oldest {
+			return cmp.Compare(a.id, b.id)
+		}
+		return cmp.Compare(b.id, a.id)
+	})
 	var out []state.Job
-	for _, id := range ids {
-		if inMemory(id) || (f.After != 0 && (f.Oldest && id <= f.After || !f.Oldest && id >= f.After)) {
+	for i, h := range kept {
+		if len(out) == limit {
+			break
+		}
+		if i > 0 && kept[i-1].id == h.id {
 			continue
 		}
-		j, err := s.tbl.finished(id, parts)
+		var j *state.Job
+		var err error
+		if h.part == math.MinInt64 {
+			j, err = s.tbl.finished(h.id, parts)
+		} else {
+			j, err = s.tbl.record(h.id, h.part)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -698,12 +719,6 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 		}
 		out = append(out, *j)
 	}
-	slices.SortFunc(out, func(a, b state.Job) int {
-		if f.Oldest {
-			return cmp.Compare(a.ID, b.ID)
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
 	return out, nil
 }
 

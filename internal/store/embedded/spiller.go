@@ -112,7 +112,10 @@ func (sp *spiller) throttle() {
 	s := sp.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.failed == nil && !sp.stopped && (sp.budget >= 0 && sp.resident > 2*sp.budget || s.st.DoneLen() > maxDone) {
+	// Only for what the spiller can relieve: queued payload spills, or
+	// finished jobs to copy out (payloads of jobs enqueued under the
+	// budget stay until their jobs finish).
+	for s.failed == nil && !sp.stopped && (sp.budget >= 0 && sp.resident > 2*sp.budget && len(sp.payloads) > 0 || s.st.DoneLen() > maxDone) {
 		sp.hurryLocked()
 		sp.cond.Wait()
 	}

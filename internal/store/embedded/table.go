@@ -353,11 +353,17 @@ func (t *table) byKey(key string, parts []int64) (uint64, bool, error) {
 // maxSearch bounds the jobs one key-prefix search collects.
 const maxSearch = 100_000
 
-// byKeyPrefix returns the ids of the finished jobs in parts whose key
-// starts with prefix, in no order; a prefix that more than maxSearch keys
-// start with is refused.
-func (t *table) byKeyPrefix(prefix string, parts []int64) ([]uint64, error) {
-	var ids []uint64
+// keyHit is a finished job found by its key: its id and partition.
+type keyHit struct {
+	id   uint64
+	part int64
+}
+
+// byKeyPrefix returns the finished jobs in parts whose key starts with
+// prefix, in no order; a prefix that more than maxSearch keys start with
+// is refused.
+func (t *table) byKeyPrefix(prefix string, parts []int64) ([]keyHit, error) {
+	var ids []keyHit
 	for _, end := range parts {
 		lo := keyKey(end, prefix)
 		hi := append(partPrefix(nil, end), 'y'+1)
@@ -367,7 +373,7 @@ func (t *table) byKeyPrefix(prefix string, parts []int64) ([]uint64, error) {
 		}
 		for it.First(); it.Valid() && bytes.HasPrefix(it.Key(), lo); it.Next() {
 			if v := it.Value(); len(v) == 8 {
-				ids = append(ids, binary.BigEndian.Uint64(v))
+				ids = append(ids, keyHit{id: binary.BigEndian.Uint64(v), part: end})
 			}
 			if len(ids) > maxSearch {
 				it.Close()
@@ -381,6 +387,19 @@ func (t *table) byKeyPrefix(prefix string, parts []int64) ([]uint64, error) {
 		}
 	}
 	return ids, nil
+}
+
+// record returns finished job id of partition part, or nil.
+func (t *table) record(id uint64, part int64) (*state.Job, error) {
+	v, err := t.get(recordKey(part, id))
+	if err != nil || v == nil {
+		return nil, err
+	}
+	j, err := state.DecodeJob(v)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: the job table %s holds a bad record of job %d: %w; restore the directory from a backup", t.path, id, err)
+	}
+	return j, nil
 }
 
 // payload returns the spilled payload of job id (nil if there is none).
