@@ -97,20 +97,7 @@ func Encode(dst []byte, op *Op) []byte {
 	case OpCancel:
 		dst = putString(dst, op.Error)
 	case OpExpire:
-		r := op.Retention
-		if r == nil {
-			r = &Retention{}
-		}
-		dst = putVarint(dst, r.SucceededMS)
-		dst = putVarint(dst, r.CancelledMS)
-		dst = putVarint(dst, r.FailedMS)
-		dst = putUvarint(dst, uint64(len(r.PerKind)))
-		for _, k := range r.PerKind {
-			dst = putString(dst, k.Kind)
-			dst = putVarint(dst, k.SucceededMS)
-			dst = putVarint(dst, k.CancelledMS)
-			dst = putVarint(dst, k.FailedMS)
-		}
+		dst = putRetention(dst, op.Retention)
 	}
 	return dst
 }
@@ -197,20 +184,7 @@ func Decode(b []byte) (Op, error) {
 	case OpCancel:
 		op.Error = d.string("reason")
 	case OpExpire:
-		r := &Retention{SucceededMS: d.varint("succeeded"), CancelledMS: d.varint("cancelled"), FailedMS: d.varint("failed")}
-		n := d.uvarint("kinds")
-		if d.err == nil && n > uint64(len(b)-d.off)/4 {
-			d.failAt("%d kinds cannot fit in %d bytes", n, len(b)-d.off)
-		}
-		for i := uint64(0); d.err == nil && i < n; i++ {
-			k := KindRetention{Kind: d.string("kind")}
-			k.SucceededMS, k.CancelledMS, k.FailedMS = d.varint("succeeded"), d.varint("cancelled"), d.varint("failed")
-			if d.err == nil && i > 0 && r.PerKind[i-1].Kind >= k.Kind {
-				d.failAt("kinds not sorted or repeated at %q", k.Kind)
-			}
-			r.PerKind = append(r.PerKind, k)
-		}
-		op.Retention = r
+		op.Retention = d.retention()
 	}
 	if d.err == nil && d.off != len(b) {
 		d.failAt("%d trailing bytes after a %v op", len(b)-d.off, op.Kind)
