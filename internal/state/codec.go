@@ -17,6 +17,14 @@ const FormatVersion = 1
 // ImageFormatVersion starts an OpRetry record that carries Op.Image.
 const ImageFormatVersion = 2
 
+// ExtFormatVersion starts an OpEnqueue record whose spec has extension
+// fields (Spec.HasExt): the spec's extension block follows its version 1
+// fields.
+const ExtFormatVersion = 3
+
+// lastFormatVersion is the newest record version this build reads.
+const lastFormatVersion = ExtFormatVersion
+
 // ErrBadOp is wrapped by every Decode error: the bytes are not an op record
 // this build wrote.
 var ErrBadOp = errors.New("state: not a runlog op record")
@@ -41,7 +49,8 @@ const flagBreakerFailed = 1
 //	then by kind:
 //	enqueue  varint due, string kind, string target, bytes payload,
 //	         string key, varint attempts, varint base, varint cap,
-//	         varint deadline, varint timeout
+//	         varint deadline, varint timeout, and in version 3 the
+//	         spec's extension block (specext.go)
 //	start    uvarint attempt
 //	succeed, fail, requeue
 //	         uvarint attempt, byte class (0-4), byte flags (bit 0:
@@ -64,6 +73,9 @@ func Encode(dst []byte, op *Op) []byte {
 	if op.Kind == OpRetry && op.Image != nil {
 		v = ImageFormatVersion
 	}
+	if op.Kind == OpEnqueue && op.Spec != nil && op.Spec.HasExt() {
+		v = ExtFormatVersion
+	}
 	dst = append(dst, v, byte(op.Kind))
 	dst = putUvarint(dst, op.ID)
 	dst = putVarint(dst, op.At)
@@ -75,6 +87,9 @@ func Encode(dst []byte, op *Op) []byte {
 		}
 		dst = putVarint(dst, op.Due)
 		dst = putSpec(dst, sp)
+		if v == ExtFormatVersion {
+			dst = putSpecExt(dst, sp)
+		}
 	case OpStart:
 		dst = putUvarint(dst, uint64(op.Attempt))
 	case OpSucceed, OpFail, OpRequeue:
@@ -116,15 +131,18 @@ func Decode(b []byte) (Op, error) {
 		return op, d.fail("a record needs at least 2 bytes, got %d", len(b))
 	}
 	v := b[0]
-	if v != FormatVersion && v != ImageFormatVersion {
-		if v > ImageFormatVersion {
-			return op, fmt.Errorf("%w (%w): record format version %d, this build reads versions %d and %d; open this journal with a newer runlog", ErrNewerFormat, ErrBadOp, v, FormatVersion, ImageFormatVersion)
+	if v < FormatVersion || v > lastFormatVersion {
+		if v > lastFormatVersion {
+			return op, fmt.Errorf("%w (%w): record format version %d, this build reads versions %d to %d; open this journal with a newer runlog", ErrNewerFormat, ErrBadOp, v, FormatVersion, lastFormatVersion)
 		}
 		return op, d.fail("unknown record format version %d", v)
 	}
 	op.Kind = Kind(b[1])
 	if v == ImageFormatVersion && op.Kind != OpRetry {
 		return Op{}, d.fail("a %v op in a version %d record (only retries carry an image)", op.Kind, v)
+	}
+	if v == ExtFormatVersion && op.Kind != OpEnqueue {
+		return Op{}, d.fail("a %v op in a version %d record (only enqueues carry a spec extension)", op.Kind, v)
 	}
 	if op.Kind < OpEnqueue || op.Kind > OpExpire {
 		return Op{}, d.fail("unknown op kind %d", b[1])
@@ -155,6 +173,9 @@ func Decode(b []byte) (Op, error) {
 		sp.Policy.CapMS = d.varint("cap")
 		sp.Policy.DeadlineMS = d.varint("deadline")
 		sp.TimeoutMS = d.varint("timeout")
+		if v == ExtFormatVersion {
+			d.specExt(sp)
+		}
 		op.Spec = sp
 	case OpStart:
 		op.Attempt = d.attempt()
@@ -252,6 +273,14 @@ func (d *decoder) fail(format string, args ...any) error {
 func (d *decoder) failAt(format string, args ...any) {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: %s at byte %d", ErrBadOp, fmt.Sprintf(format, args...), d.base+d.off)
+	}
+}
+
+// newer records, once, an error wrapping ErrNewerFormat and ErrBadOp: the
+// input holds something a newer runlog writes.
+func (d *decoder) newer(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w (%w): %s at byte %d; open this journal with a newer runlog", ErrNewerFormat, ErrBadOp, fmt.Sprintf(format, args...), d.base+d.off)
 	}
 }
 

@@ -67,10 +67,10 @@ func (f *Frozen) AppendJobs(dst []byte, from, to int) []byte {
 	return dst
 }
 
-// AppendTrailer appends the end of the snapshot body (the breakers at
-// Freeze).
+// AppendTrailer appends the end of the snapshot body (the breakers and
+// sections at Freeze).
 func (f *Frozen) AppendTrailer(dst []byte) []byte {
-	return appendSnapshotBreakers(dst, f.breakers)
+	return appendSections(appendSnapshotBreakers(dst, f.breakers), f.head.sections)
 }
 
 // preserve keeps a copy of job id as it is now, before an op changes it, if

@@ -167,4 +167,27 @@ type Spec struct {
 	Policy retry.Policy
 	// TimeoutMS bounds one attempt, in ms; 0 for none.
 	TimeoutMS int64
+
+	// The fields below are the spec's extension (see SpecExt): each is
+	// encoded only when it is not zero, so a spec that leaves them zero is
+	// written exactly as before they existed.
+
+	// Queue names the job's queue; "" is the default queue, whose public
+	// name is "default" (callers store "default" as "").
+	Queue string
+	// Priority orders the due jobs of one queue: a higher priority starts
+	// first; 0 by default.
+	Priority int32
+	// Schedule names the schedule whose tick made the job; "" for a job
+	// enqueued by hand.
+	Schedule string
+	// Tick is the time (ms since the Unix epoch) of the schedule's tick
+	// that made the job; 0 when Schedule is "".
+	Tick int64
+}
+
+// HasExt reports whether any of the spec's extension fields is set: only
+// then does its encoding carry an extension block.
+func (sp *Spec) HasExt() bool {
+	return sp.Queue != "" || sp.Priority != 0 || sp.Schedule != "" || sp.Tick != 0
 }

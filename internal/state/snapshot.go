@@ -10,12 +10,83 @@ import (
 	"github.com/runlog/runlog/retry"
 )
 
-// SnapshotVersion is the version byte that starts the state snapshot
-// bodies this build writes. FromSnapshot also reads version 1, written
-// before finished jobs could be evicted (every job in the body, no
-// partitions): it places each finished job in its partition under
-// Config.Retention.
-const SnapshotVersion = 2
+// SnapshotVersion is the newest version of the state snapshot bodies this
+// build writes and reads: version 3 when the state has sections to write
+// (see section), else version 2, so that a state without them is written
+// byte for byte as before sections existed. FromSnapshot also reads
+// version 1, written before finished jobs could be evicted (every job in
+// the body, no partitions): it places each finished job in its partition
+// under Config.Retention.
+const SnapshotVersion = 3
+
+// sectionsVersion is the first snapshot version with sections.
+const sectionsVersion = 3
+
+// section is one snapshot section: state that is neither a job nor a
+// breaker (queues, limits, schedules), bounded by configuration, not by
+// the jobs. Its body is encoded by the feature that owns it. Tags are
+// assigned once and never reused: 1 queues (concurrency, pause), 2 the
+// targets' limits and ramps, 3 schedules. FromSnapshot refuses a tag it
+// does not know with ErrNewerFormat.
+type section struct {
+	tag  uint64
+	body []byte
+}
+
+// sections returns the state's snapshot sections in ascending tag order,
+// each encoded now; none when the state has nothing beyond jobs and
+// breakers to keep. A feature with state of its own appends its section
+// here and reads it in readSection.
+func (s *State) sections() []section {
+	return nil
+}
+
+// readSection reads the body of the section tag into the state.
+func (s *State) readSection(tag uint64, d *decoder) {
+	d.newer("snapshot section %d, which this build does not know", tag)
+}
+
+// appendSections appends the sections part of a version 3 body: uvarint
+// n (1 or more), then n times uvarint tag and bytes body, tags ascending.
+func appendSections(dst []byte, secs []section) []byte {
+	if len(secs) == 0 {
+		return dst
+	}
+	dst = putUvarint(dst, uint64(len(secs)))
+	for _, sec := range secs {
+		dst = putUvarint(dst, sec.tag)
+		dst = putBytes(dst, sec.body)
+	}
+	return dst
+}
+
+// readSections reads the sections part of a version 3 body.
+func (s *State) readSections(d *decoder) {
+	n := d.uvarint("sections")
+	if d.err == nil && (n == 0 || n > uint64(d.left())) {
+		d.failAt("%d sections in a version 3 snapshot (it has at least one, each at least 2 bytes)", n)
+	}
+	last := uint64(0)
+	for i := uint64(0); d.err == nil && i < n; i++ {
+		tag := d.uvarint("section tag")
+		if d.err == nil && tag <= last {
+			d.failAt("section tag %d after tag %d", tag, last)
+		}
+		last = tag
+		body := d.raw("section body")
+		if d.err != nil {
+			return
+		}
+		sub := &decoder{b: body, base: d.base + d.off - len(body)}
+		s.readSection(tag, sub)
+		if sub.err == nil && sub.left() != 0 {
+			sub.failAt("%d trailing bytes in section %d", sub.left(), tag)
+		}
+		if sub.err != nil {
+			d.err = sub.err
+		}
+	}
+}
 
 // AppendSnapshot appends an encoding of the state (every job it holds with
 // its spec and history, the expiry partitions and the retention in force,
@@ -43,10 +114,12 @@ const SnapshotVersion = 2
 //	         cap, deadline, timeout); uvarint attempts, then per attempt:
 //	         uvarint n, varint started at, varint ended at, byte class,
 //	         byte ended, string error, bytes output; then varint partition
-//	         and byte flags (bit 0: payload spilled)
+//	         and byte flags (bit 0: payload spilled, bit 1: the spec's
+//	         extension block follows, as in an enqueue record of version 3)
 //	uvarint  breakers, then per breaker in target order: string target,
 //	         byte state, uvarint fails then each varint, varint until,
 //	         uvarint busy
+//	         and in version 3 only, the sections (appendSections)
 //
 // Version 1 is the same without the retention, horizon, partitions, and
 // each job's partition and flags.
@@ -91,7 +164,8 @@ func (s *State) encodeSnapshot(dst []byte, flush func([]byte) ([]byte, error)) (
 			}
 		}
 	}
-	return appendSnapshotBreakers(dst, s.breakerList()), nil
+	dst = appendSnapshotBreakers(dst, s.breakerList())
+	return appendSections(dst, s.sections()), nil
 }
 
 // snapHeader is what a snapshot body holds before its jobs.
@@ -100,17 +174,22 @@ type snapHeader struct {
 	retention *Retention
 	horizon   int64
 	parts     map[int64]Counts
+	sections  []section
 }
 
 // header returns the state's snapHeader (sharing its retention, copying
 // its partitions).
 func (s *State) header() snapHeader {
-	return snapHeader{nextID: s.nextID, retention: s.retention, horizon: s.horizon, parts: maps.Clone(s.parts)}
+	return snapHeader{nextID: s.nextID, retention: s.retention, horizon: s.horizon, parts: maps.Clone(s.parts), sections: s.sections()}
 }
 
 // append appends the header of a body of n jobs.
 func (h snapHeader) append(dst []byte, n int) []byte {
-	dst = append(dst, SnapshotVersion)
+	v := byte(sectionsVersion - 1)
+	if len(h.sections) > 0 {
+		v = sectionsVersion
+	}
+	dst = append(dst, v)
 	dst = putUvarint(dst, h.nextID)
 	dst = putRetention(dst, h.retention)
 	if h.retention != nil {
@@ -176,11 +255,24 @@ func appendSnapshotJob(dst []byte, j *Job) []byte {
 	if j.Spilled {
 		flags |= jobFlagSpilled
 	}
-	return append(dst, flags)
+	ext := j.Spec != nil && j.Spec.HasExt()
+	if ext {
+		flags |= jobFlagSpecExt
+	}
+	dst = append(dst, flags)
+	if ext {
+		dst = putSpecExt(dst, j.Spec)
+	}
+	return dst
 }
 
-// jobFlagSpilled is bit 0 of a snapshot job's flags.
-const jobFlagSpilled = 1
+// The bits of a snapshot job's flags byte.
+const (
+	// jobFlagSpilled: the job's payload is kept by the store.
+	jobFlagSpilled = 1
+	// jobFlagSpecExt: the spec's extension block follows the flags.
+	jobFlagSpecExt = 2
+)
 
 // appendJobV1 appends the fields of a job that version 1 holds.
 func appendJobV1(dst []byte, j *Job) []byte {
@@ -285,10 +377,13 @@ func (d *decoder) job(v byte, intern func(string) string) *Job {
 	if v >= 2 {
 		j.Part = d.varint("partition")
 		flags := d.byte("flags")
-		if d.err == nil && flags&^jobFlagSpilled != 0 {
-			d.failAt("job %d: unknown flags %#x", j.ID, flags)
+		if d.err == nil && flags&^(jobFlagSpilled|jobFlagSpecExt) != 0 {
+			d.newer("job %d: unknown flags %#x", j.ID, flags)
 		}
 		j.Spilled = flags&jobFlagSpilled != 0
+		if flags&jobFlagSpecExt != 0 {
+			d.specExt(sp)
+		}
 		if d.err == nil && (!j.State.Finished() && j.Part != 0 || j.Spilled && len(sp.Payload) > 0) {
 			d.failAt("job %d: partition %d or spilled flag does not fit its state", j.ID, j.Part)
 		}
@@ -480,6 +575,9 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 		if d.err == nil {
 			s.breakers[s.intern(t, &s.lastTarget)] = br
 		}
+	}
+	if v >= sectionsVersion && d.err == nil {
+		s.readSections(d)
 	}
 	if d.err == nil && d.left() != 0 {
 		d.failAt("%d trailing bytes after the snapshot", d.left())
