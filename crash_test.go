@@ -84,6 +84,8 @@ func crashChild(dir, ledgerPath, cycle string) {
 		os.Exit(2)
 	}
 	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(out, "open")
+	out.Flush()
 	for {
 		n := 1 + rand.IntN(20)
 		reqs := make([]runlog.JobRequest, n)
@@ -147,13 +149,25 @@ func TestCrashRecovery(t *testing.T) {
 			}
 			close(lines)
 		}()
-		kill := time.After(time.Duration(20+rng.IntN(150)) * time.Millisecond)
+		// One cycle in four counts the kill's delay from the child's start,
+		// so kills land in Open's replay too; the others count it from the
+		// child's "open" line, so that a slow start (a loaded machine, the
+		// race detector) still leaves time to acknowledge jobs.
+		delay := time.Duration(20+rng.IntN(150)) * time.Millisecond
+		var kill <-chan time.Time
+		armed := rng.IntN(4) == 0
+		if armed {
+			kill = time.After(delay)
+		}
 	read:
 		for {
 			select {
 			case l, ok := <-lines:
 				if !ok {
 					break read
+				}
+				if l == "open" && !armed {
+					armed, kill = true, time.After(delay)
 				}
 				if id, ok := strings.CutPrefix(l, "ack "); ok {
 					n, _ := strconv.ParseUint(id, 10, 64)
