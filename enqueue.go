@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -40,7 +43,21 @@ type JobRequest struct {
 	Retry *RetryPolicy
 	// Timeout overrides the attempt timeout for this job.
 	Timeout time.Duration
+	// Metadata is the job's string metadata: kept with the job, given to
+	// its handler (AttemptInfo.Metadata) and shown by Job, the API and the
+	// dashboard. At most MaxMetadataEntries entries; each key 1 to
+	// MaxMetadataKey bytes of letters, digits and "._-", each value valid
+	// UTF-8 of at most MaxMetadataValue bytes. Tracing (package otelrunlog)
+	// keeps the trace context here, under "traceparent" and "tracestate".
+	Metadata map[string]string
 }
+
+// The bounds of a job's metadata (JobRequest.Metadata).
+const (
+	MaxMetadataEntries = 16
+	MaxMetadataKey     = 64
+	MaxMetadataValue   = 1024
+)
 
 // EnqueueResult is the answer to one JobRequest.
 type EnqueueResult struct {
@@ -76,6 +93,20 @@ func WithRetry(p RetryPolicy) EnqueueOption { return func(r *JobRequest) { r.Ret
 
 // Timeout overrides the attempt timeout of the job.
 func Timeout(d time.Duration) EnqueueOption { return func(r *JobRequest) { r.Timeout = d } }
+
+// WithMetadata adds the entries of m to the job's metadata (see
+// JobRequest.Metadata); a later entry of the same key wins.
+func WithMetadata(m map[string]string) EnqueueOption {
+	return func(r *JobRequest) {
+		if len(m) == 0 {
+			return
+		}
+		md := make(map[string]string, len(r.Metadata)+len(m))
+		maps.Copy(md, r.Metadata)
+		maps.Copy(md, m)
+		r.Metadata = md
+	}
+}
 
 // Enqueue adds a job of the given kind and returns its id once the job is
 // durable. The payload is encoded as JSON, unless it is a []byte or a
@@ -239,6 +270,10 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 	if !req.RunAt.IsZero() {
 		due = req.RunAt
 	}
+	md, err := metadata(req.Metadata)
+	if err != nil {
+		return store.NewJob{}, err
+	}
 	return store.NewJob{
 		Due: due.UnixMilli(),
 		Spec: state.Spec{
@@ -248,8 +283,59 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 			Key:       req.Key,
 			Policy:    p,
 			TimeoutMS: req.Timeout.Milliseconds(),
+			Metadata:  md,
 		},
 	}, nil
+}
+
+// metadata checks a request's metadata and returns it as the state keeps
+// it: sorted by key; nil when empty.
+func metadata(m map[string]string) ([]state.Meta, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	if len(m) > MaxMetadataEntries {
+		return nil, fmt.Errorf("%w: %d metadata entries, at most %d", ErrInvalid, len(m), MaxMetadataEntries)
+	}
+	out := make([]state.Meta, 0, len(m))
+	for k, v := range m {
+		if err := checkMetadataKey(k); err != nil {
+			return nil, err
+		}
+		if len(v) > MaxMetadataValue || !utf8.ValidString(v) {
+			return nil, fmt.Errorf("%w: metadata %q: the value must be valid UTF-8 of at most %d bytes", ErrInvalid, k, MaxMetadataValue)
+		}
+		out = append(out, state.Meta{Key: k, Value: v})
+	}
+	slices.SortFunc(out, func(a, b state.Meta) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// checkMetadataKey refuses a metadata key that is empty, too long, or has a
+// byte other than a letter, digit, '.', '_' or '-'.
+func checkMetadataKey(k string) error {
+	if k == "" || len(k) > MaxMetadataKey {
+		return fmt.Errorf("%w: metadata key %q must be 1 to %d bytes", ErrInvalid, k, MaxMetadataKey)
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: metadata key %q: use letters, digits, '.', '_' and '-' only", ErrInvalid, k)
+		}
+	}
+	return nil
+}
+
+// metadataMap returns the state's metadata as a map; nil for none.
+func metadataMap(md []state.Meta) map[string]string {
+	if len(md) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(md))
+	for _, e := range md {
+		m[e.Key] = e.Value
+	}
+	return m
 }
 
 // reportEnqueued tells obs of the jobs an enqueue added, by kind (one call

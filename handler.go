@@ -141,6 +141,14 @@ func classify(err error) (retry.Class, int64, string) {
 	return retry.Retryable, -1, err.Error()
 }
 
+// OutcomeOf returns the outcome that a handler's error gives its attempt,
+// as Attempt.Outcome names it: "success" (nil), "retryable", "permanent"
+// (Permanent) or "unsafe" (Unsafe). For middleware that reports outcomes.
+func OutcomeOf(err error) string {
+	class, _, _ := classify(err)
+	return class.String()
+}
+
 // AttemptInfo identifies the attempt a handler runs, so that the work can
 // deduplicate downstream (delivery is at least once).
 type AttemptInfo struct {
@@ -148,6 +156,9 @@ type AttemptInfo struct {
 	Attempt int
 	Kind    string
 	Target  string
+	// Metadata is the job's metadata (JobRequest.Metadata); nil for none.
+	// It is the runner's copy: read it, do not change it.
+	Metadata map[string]string
 }
 
 type attemptKey struct{}

@@ -49,6 +49,8 @@ type Job struct {
 	Timeout time.Duration
 	// Retry is the policy stored with the job.
 	Retry RetryPolicy
+	// Metadata is the job's metadata (JobRequest.Metadata); nil for none.
+	Metadata map[string]string
 	// History holds the job's attempts, oldest first (the most recent ones
 	// when there were many).
 	History []Attempt
@@ -92,6 +94,7 @@ func publicJob(j *state.Job) Job {
 		FinishedAt:  msTime(j.FinishedAt),
 		Timeout:     time.Duration(j.Spec.TimeoutMS) * time.Millisecond,
 		Retry:       fromPolicy(j.Spec.Policy),
+		Metadata:    metadataMap(j.Spec.Metadata),
 	}
 	if j.State == state.Pending {
 		out.DueAt = msTime(j.Due)

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/jsonscan"
 )
@@ -434,7 +436,7 @@ func (d *deliverer) deliver(ctx context.Context, info runlog.AttemptInfo, attemp
 // User-Agent if the job sets none, the attempt's and the signature's. The
 // map is made at its size and the values share one array.
 func (d *deliverer) setHeaders(hreq *http.Request, info runlog.AttemptInfo, attempt bool, req *HTTPRequest) {
-	n := len(req.Headers) + 6
+	n := len(req.Headers) + 8
 	h := make(http.Header, n)
 	vals := make([]string, 0, n)
 	set := func(name, value string) {
@@ -446,6 +448,14 @@ func (d *deliverer) setHeaders(hreq *http.Request, info runlog.AttemptInfo, atte
 	}
 	if h.Get("User-Agent") == "" {
 		set("User-Agent", "runlog")
+	}
+	if _, own := h[HeaderTraceParent]; !own {
+		if parent, state := traceContext(hreq.Context(), info); parent != "" {
+			set(HeaderTraceParent, parent)
+			if state != "" {
+				set(HeaderTraceState, state)
+			}
+		}
 	}
 	if attempt {
 		set(HeaderJobID, strconv.FormatUint(info.JobID, 10))
@@ -460,6 +470,60 @@ func (d *deliverer) setHeaders(hreq *http.Request, info runlog.AttemptInfo, atte
 		}
 	}
 	hreq.Header = h
+}
+
+// The W3C Trace Context headers a delivery carries (canonical form).
+const (
+	HeaderTraceParent = "Traceparent"
+	HeaderTraceState  = "Tracestate"
+)
+
+// traceContext returns the trace context a delivery sends on: the
+// attempt's span when tracing is on (package otelrunlog's middleware put
+// one in ctx), else the job's own "traceparent" and "tracestate" metadata
+// (a trace context the client that enqueued the job gave), else nothing.
+// A job's own Traceparent header wins over both (the caller's choice).
+func traceContext(ctx context.Context, info runlog.AttemptInfo) (parent, state string) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String(), sc.TraceState().String()
+	}
+	if p := info.Metadata["traceparent"]; validTraceParent(p) {
+		if st := info.Metadata["tracestate"]; len(st) <= 512 && printableASCII(st) {
+			state = st
+		}
+		return p, state
+	}
+	return "", ""
+}
+
+// printableASCII reports whether s holds only bytes 0x20-0x7e (what a
+// tracestate value may hold, and safe in a header).
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// validTraceParent reports whether p is a version 00 traceparent value:
+// "00-" 32 hex digits "-" 16 hex digits "-" 2 hex digits, lowercase, with
+// trace and span ids not all zero. Metadata is the client's text: only a
+// well-formed value is sent on as a header.
+func validTraceParent(p string) bool {
+	if len(p) != 55 || p[:3] != "00-" || p[35] != '-' || p[52] != '-' {
+		return false
+	}
+	for i, c := range []byte(p) {
+		if i < 3 || i == 35 || i == 52 {
+			continue
+		}
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return strings.Trim(p[3:35], "0") != "" && strings.Trim(p[36:52], "0") != ""
 }
 
 // connTrace learns the remote address of a delivery's connection.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,6 +207,9 @@ func TestRefusedRequestsStoreNothing(t *testing.T) {
 		{"relative url", "POST", "/v1/jobs", `{"kind":"http","url":"/hook"}`, 400},
 		{"host not allowed", "POST", "/v1/jobs", `{"kind":"http","url":"http://localhost:1/x"}`, 400},
 		{"bad duration", "POST", "/v1/jobs", `{"kind":"http","url":"` + u + `","timeout":"soon"}`, 400},
+		{"metadata not strings", "POST", "/v1/jobs", `{"kind":"http","url":"` + u + `","metadata":{"n":1}}`, 400},
+		{"metadata bad key", "POST", "/v1/jobs", `{"kind":"http","url":"` + u + `","metadata":{"a b":"v"}}`, 400},
+		{"metadata value too long", "POST", "/v1/jobs", `{"kind":"http","url":"` + u + `","metadata":{"k":"` + strings.Repeat("v", 1025) + `"}}`, 400},
 		{"oversize", "POST", "/v1/jobs", `{"kind":"http","url":"` + u + `","body":"` + strings.Repeat("x", 5000) + `"}`, 413},
 		{"id not a number", "GET", "/v1/jobs/abc", "", 400},
 		{"id negative", "GET", "/v1/jobs/-1", "", 400},
@@ -243,6 +247,40 @@ func TestRefusedRequestsStoreNothing(t *testing.T) {
 	body := `{"kind":"http","url":"` + u + `","body":"` + strings.Repeat("x", 3900) + `"}`
 	if status, out := b.call(t, "POST", "/v1/jobs", body); status != http.StatusCreated {
 		t.Fatalf("a body under --max-body = %d %v; want 201", status, out)
+	}
+}
+
+// TestMetadataInAPI checks that a job's metadata given to POST /v1/jobs
+// (single and batch) is shown by GET /v1/jobs/{id}, and left out for a job
+// without it.
+func TestMetadataInAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, APIConfig{})
+	u := b.target.URL
+	status, out := b.call(t, "POST", "/v1/jobs", `{"kind":"http","url":"`+u+`","metadata":{"tenant":"acme","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`)
+	if status != http.StatusCreated {
+		t.Fatalf("POST = %d %v", status, out)
+	}
+	id := uint64(out["id"].(float64))
+	status, out = b.call(t, "POST", "/v1/jobs/batch", `{"jobs":[{"kind":"http","url":"`+u+`","metadata":{"tenant":"initech"}},{"kind":"http","url":"`+u+`"}]}`)
+	if status != http.StatusCreated && status != http.StatusOK {
+		t.Fatalf("POST batch = %d %v", status, out)
+	}
+	jobs := out["jobs"].([]any)
+	want := map[uint64]map[string]any{
+		id: {"tenant": "acme", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		uint64(jobs[0].(map[string]any)["id"].(float64)): {"tenant": "initech"},
+		uint64(jobs[1].(map[string]any)["id"].(float64)): nil,
+	}
+	for id, w := range want {
+		status, j := b.call(t, "GET", fmt.Sprintf("/v1/jobs/%d", id), "")
+		if status != http.StatusOK {
+			t.Fatalf("GET job %d = %d", id, status)
+		}
+		got, has := j["metadata"].(map[string]any)
+		if w == nil && has || w != nil && !reflect.DeepEqual(got, w) {
+			t.Fatalf("job %d shows metadata %v (present %v), want %v", id, j["metadata"], has, w)
+		}
 	}
 }
 

@@ -83,13 +83,15 @@ func decodeJob(s *jsonscan.Scanner, req *JobRequest) bool {
 			req.Args, ok = s.StringArray()
 		case "retry":
 			req.Retry, ok = decodeRetry(s)
+		case "metadata":
+			req.Metadata, ok = s.StringMap()
 		}
 		return ok
 	})
 }
 
 // jobFields are JobRequest's JSON keys.
-var jobFields = []string{"kind", "url", "method", "headers", "body", "command", "args", "stdin", "key", "run_at", "target", "timeout", "retry"}
+var jobFields = []string{"kind", "url", "method", "headers", "body", "command", "args", "stdin", "key", "run_at", "target", "timeout", "retry", "metadata"}
 
 // retryFields are RetryRequest's JSON keys, in decodeRetry's order.
 var retryFields = []string{"attempts", "base", "cap", "deadline"}

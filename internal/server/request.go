@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 	"unicode/utf8"
 
@@ -57,6 +58,10 @@ type JobRequest struct {
 	Timeout string `json:"timeout,omitempty"`
 	// Retry overrides parts of the server's default retry policy.
 	Retry *RetryRequest `json:"retry,omitempty"`
+	// Metadata is the job's string metadata (runlog.JobRequest.Metadata):
+	// kept with the job and shown by GET /v1/jobs/{id}; a "traceparent"
+	// entry is sent on with an http delivery.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // RetryRequest is a job's retry policy in a request: the fields left out keep
@@ -327,6 +332,11 @@ func (req *JobRequest) resolveCommon(out *runlog.JobRequest, p Policy) error {
 			return badRequest("timeout %q must be above 0 and at most %v", req.Timeout, maxTimeout)
 		}
 		out.Timeout = d
+	}
+	if len(req.Metadata) > 0 {
+		// The runner checks the entries (ErrInvalid, a 400) when it
+		// enqueues; copied, so that the request stays as it was decoded.
+		out.Metadata = maps.Clone(req.Metadata)
 	}
 	def := p.Retry
 	if req.Kind == kinds.KindHTTP && p.HTTPRetry != (runlog.RetryPolicy{}) {

@@ -29,7 +29,9 @@ type Job struct {
 	Timeout     string          `json:"timeout,omitempty"`
 	Retry       *Retry          `json:"retry,omitempty"`
 	Payload     json.RawMessage `json:"payload"`
-	History     []Attempt       `json:"history,omitzero"`
+	// Metadata is the job's string metadata; left out when it has none.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	History  []Attempt         `json:"history,omitzero"`
 }
 
 // Retry is the JSON form of a job's retry policy; durations are Go duration
@@ -129,7 +131,7 @@ func jobView(j runlog.Job, withHistory bool) Job {
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		LastError: j.LastError, Reason: j.Reason,
 		EnqueuedAt: j.EnqueuedAt, DueAt: j.DueAt, FinishedAt: j.FinishedAt,
-		Payload: payloadJSON(j.Payload),
+		Payload: payloadJSON(j.Payload), Metadata: j.Metadata,
 	}
 	if j.Timeout > 0 {
 		v.Timeout = j.Timeout.String()

@@ -184,10 +184,19 @@ type Spec struct {
 	// Tick is the time (ms since the Unix epoch) of the schedule's tick
 	// that made the job; 0 when Schedule is "".
 	Tick int64
+	// Metadata is the job's string metadata (a trace context, a tenant),
+	// sorted by key, each key once; nil for none. Apply keeps the slice:
+	// the caller must not modify it afterwards.
+	Metadata []Meta
+}
+
+// Meta is one entry of a job's metadata.
+type Meta struct {
+	Key, Value string
 }
 
 // HasExt reports whether any of the spec's extension fields is set: only
 // then does its encoding carry an extension block.
 func (sp *Spec) HasExt() bool {
-	return sp.Queue != "" || sp.Priority != 0 || sp.Schedule != "" || sp.Tick != 0
+	return sp.Queue != "" || sp.Priority != 0 || sp.Schedule != "" || sp.Tick != 0 || len(sp.Metadata) > 0
 }

@@ -17,6 +17,8 @@ import "math"
 //	         2 priority  varint (not 0, within int32)
 //	         3 schedule  string (not empty)
 //	         4 tick      varint (not 0)
+//	         8 metadata  uvarint m (1 or more), then m times string key,
+//	                     string value; keys not empty, strictly ascending
 //
 // Tags are strictly ascending and a field is written only when it is not
 // zero, so every spec has exactly one encoding. A tag this build does not
@@ -26,7 +28,8 @@ const (
 	extPriority = 2
 	extSchedule = 3
 	extTick     = 4
-	extLastTag  = extTick
+	extMetadata = 8
+	extLastTag  = extMetadata
 )
 
 // putSpecExt appends the extension block of sp, which must have HasExt.
@@ -44,6 +47,9 @@ func putSpecExt(dst []byte, sp *Spec) []byte {
 	if sp.Tick != 0 {
 		n++
 	}
+	if len(sp.Metadata) > 0 {
+		n++
+	}
 	dst = putUvarint(dst, uint64(n))
 	if sp.Queue != "" {
 		dst = putString(putUvarint(dst, extQueue), sp.Queue)
@@ -56,6 +62,12 @@ func putSpecExt(dst []byte, sp *Spec) []byte {
 	}
 	if sp.Tick != 0 {
 		dst = putVarint(putUvarint(dst, extTick), sp.Tick)
+	}
+	if len(sp.Metadata) > 0 {
+		dst = putUvarint(putUvarint(dst, extMetadata), uint64(len(sp.Metadata)))
+		for _, m := range sp.Metadata {
+			dst = putString(putString(dst, m.Key), m.Value)
+		}
 	}
 	return dst
 }
@@ -102,8 +114,34 @@ func (d *decoder) specExt(sp *Spec) {
 			if sp.Tick = d.varint("tick"); d.err == nil && sp.Tick == 0 {
 				d.failAt("tick 0 written")
 			}
+		case extMetadata:
+			sp.Metadata = d.metadata()
 		default:
 			d.newer("spec extension tag %d; this build knows tags 1-%d", tag, extLastTag)
 		}
 	}
+}
+
+// metadata reads the entries of a metadata field.
+func (d *decoder) metadata() []Meta {
+	m := d.uvarint("metadata entries")
+	// Each entry takes at least 3 bytes: a corrupt count cannot make us
+	// allocate beyond the input.
+	if d.err == nil && (m == 0 || m > uint64(d.left())/3) {
+		d.failAt("%d metadata entries (1 or more, each at least 3 bytes)", m)
+	}
+	if d.err != nil {
+		return nil
+	}
+	out := make([]Meta, 0, m)
+	prev := ""
+	for i := uint64(0); d.err == nil && i < m; i++ {
+		k, v := d.string("metadata key"), d.string("metadata value")
+		if d.err == nil && k <= prev {
+			d.failAt("metadata key %q is empty or not after %q", k, prev)
+		}
+		out = append(out, Meta{k, v})
+		prev = k
+	}
+	return out
 }

@@ -55,6 +55,8 @@ type Claim struct {
 	Target    string
 	Payload   []byte
 	TimeoutMS int64
+	// Metadata is the job's metadata (state.Spec.Metadata).
+	Metadata []state.Meta
 	// Spilled is set by the embedded store, inside its Claim and Finish,
 	// for a claim whose payload is still to be read from its job table;
 	// the engine never sees it set.

@@ -369,7 +369,7 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 		if op.Kind == state.OpStart {
 			claims = append(claims, store.Claim{
 				ID: job.ID, Attempt: op.Attempt, Kind: job.Spec.Kind, Target: job.Spec.Target,
-				Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS, Spilled: job.Spilled,
+				Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS, Metadata: job.Spec.Metadata, Spilled: job.Spilled,
 			})
 		}
 	}

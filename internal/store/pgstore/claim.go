@@ -210,7 +210,7 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 			startLatest = append(startLatest, string(buf))
 			c.res.claims = append(c.res.claims, store.Claim{
 				ID: r.ID, Attempt: op.Attempt, Kind: r.spec.Kind, Target: target,
-				Payload: r.spec.Payload, TimeoutMS: r.spec.TimeoutMS,
+				Payload: r.spec.Payload, TimeoutMS: r.spec.TimeoutMS, Metadata: r.spec.Metadata,
 			})
 			c.res.facts = append(c.res.facts, r.facts())
 		case state.OpDefer:
@@ -266,7 +266,7 @@ func endClaim(b *pgx.Batch, now int64, res *claimResult, brs map[string]*breaker
 // back), in (due, id) order, at most $3, skipping those another
 // transaction holds.
 const dueSQL = `SELECT id, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
-		due, first_due, fails, started, last_error
+		due, first_due, fails, started, last_error, metadata
 	FROM runlog_jobs WHERE state = ` + pendingCode + ` AND due <= $1 AND NOT (id = ANY($2))
 	ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED`
 
@@ -320,10 +320,15 @@ func readDue(rows pgx.Rows) ([]*jobRow, error) {
 	for rows.Next() {
 		r := newRow() // State is Pending
 		var id, started int64
+		var meta []byte
 		p := &r.spec.Policy
 		if err := rows.Scan(&id, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
-			&r.spec.TimeoutMS, &r.Due, &r.FirstDue, &r.Fails, &started, &r.LastError); err != nil {
+			&r.spec.TimeoutMS, &r.Due, &r.FirstDue, &r.Fails, &started, &r.LastError, &meta); err != nil {
 			return nil, err
+		}
+		var err error
+		if r.spec.Metadata, err = readMetadata(meta); err != nil {
+			return nil, fmt.Errorf("pgstore: job %d: %w", id, err)
 		}
 		r.ID, r.Started = uint64(id), uint32(started)
 		due = append(due, r)

@@ -139,7 +139,7 @@ func (r *jobRow) step(br *retry.Breaker, c retry.Circuit, op *state.Op, node str
 
 // jobCols are the columns scanRow reads, in order.
 const jobCols = `id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
-	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, latest, node`
+	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, latest, node, metadata`
 
 // jobColsNoPayload are jobCols without the payload (read as NULL), for the
 // transactions that settle attempts and do not need it.
@@ -151,15 +151,18 @@ func scanRow(row pgx.Row) (*jobRow, error) {
 		r           = newRow()
 		id, started int64
 		st          int16
-		hist        []byte
+		hist, meta  []byte
 		latest      *string
 	)
 	p := &r.spec.Policy
 	err := row.Scan(&id, &st, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &r.spec.Key,
 		&p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS, &r.spec.TimeoutMS,
-		&r.Due, &r.FirstDue, &r.EnqueuedAt, &r.FinishedAt, &r.Fails, &started, &r.LastError, &r.Reason, &hist, &latest, &r.node)
+		&r.Due, &r.FirstDue, &r.EnqueuedAt, &r.FinishedAt, &r.Fails, &started, &r.LastError, &r.Reason, &hist, &latest, &r.node, &meta)
 	if err != nil {
 		return nil, err
+	}
+	if r.spec.Metadata, err = readMetadata(meta); err != nil {
+		return nil, fmt.Errorf("pgstore: job %d: %w", id, err)
 	}
 	r.ID, r.State, r.Started = uint64(id), state.JobState(st), uint32(started)
 	h, err := readHistory(hist, latest)

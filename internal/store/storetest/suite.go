@@ -48,6 +48,7 @@ func Run(t *testing.T, open Opener) {
 		run  func(t *testing.T, open Opener)
 	}{
 		{"EnqueueThenJob", testEnqueueThenJob},
+		{"Metadata", testMetadata},
 		{"IdempotencyKeys", testIdempotencyKeys},
 		{"ClaimDueOrder", testClaimDueOrder},
 		{"ClaimMax", testClaimMax},
@@ -188,6 +189,53 @@ func testEnqueueThenJob(t *testing.T, open Opener) {
 	}
 	if _, err := s.Job(ctx, next+1000); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Job of an unknown id: %v, want ErrNotFound", err)
+	}
+}
+
+// testMetadata: a job's metadata is kept as enqueued (a single job and a
+// batch mixing jobs with and without it), read back by Job and List, given
+// to the claim that runs it, and survives a reopen.
+func testMetadata(t *testing.T, open Opener) {
+	s, reopen := open(t, Config{Circuit: Circuit})
+	md := []state.Meta{{Key: "tenant", Value: "acme"}, {Key: "traceparent", Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+	withMD := func(kind string, md []state.Meta) store.NewJob {
+		sp := spec(kind, "")
+		sp.Metadata = md
+		return store.NewJob{Spec: sp, Due: T0}
+	}
+	one := enqueueOne(t, s, T0, T0, withMD("one", md).Spec)
+	batch := enqueue(t, s, T0, withMD("plain", nil), withMD("two", md[:1]), withMD("plain", nil))
+	want := map[uint64][]state.Meta{one: md, batch[0].ID: nil, batch[1].ID: md[:1], batch[2].ID: nil}
+	check := func(s store.Store, when string) {
+		t.Helper()
+		for id, w := range want {
+			if got := job(t, s, id).Spec.Metadata; !reflect.DeepEqual(got, w) {
+				t.Fatalf("%s: job %d has metadata %+v, want %+v", when, id, got, w)
+			}
+		}
+		page, _, err := s.List(ctx, store.Filter{Limit: 10})
+		if err != nil {
+			t.Fatalf("%s: List: %v", when, err)
+		}
+		if len(page) != len(want) {
+			t.Fatalf("%s: List shows %d jobs, want %d", when, len(page), len(want))
+		}
+		for _, j := range page {
+			if !reflect.DeepEqual(j.Spec.Metadata, want[j.ID]) {
+				t.Fatalf("%s: List shows job %d with metadata %+v, want %+v", when, j.ID, j.Spec.Metadata, want[j.ID])
+			}
+		}
+	}
+	check(s, "live")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t)
+	check(s, "after a reopen")
+	for _, c := range claim(t, s, T0, all) {
+		if !reflect.DeepEqual(c.Metadata, want[c.ID]) {
+			t.Fatalf("the claim of job %d carries metadata %+v, want %+v", c.ID, c.Metadata, want[c.ID])
+		}
 	}
 }
 
