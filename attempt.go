@@ -54,7 +54,7 @@ func (r *Runner) timeoutFor(c store.Claim, h Handler) time.Duration {
 func (r *Runner) startAttempt(c store.Claim) {
 	h := r.cfg.Handlers[c.Kind]
 	timeout := r.timeoutFor(c, h)
-	ac := &attemptCtx{info: AttemptInfo{JobID: c.ID, Attempt: int(c.Attempt), Kind: c.Kind, Target: c.Target, Metadata: metadataMap(c.Metadata)}, h: h, payload: c.Payload}
+	ac := &attemptCtx{info: AttemptInfo{JobID: c.ID, Attempt: int(c.Attempt), Kind: c.Kind, Target: c.Target}, metadata: metadataMap(c.Metadata), h: h, payload: c.Payload}
 	// Not derived from a shared parent: thousands of attempts a second
 	// would contend on its children map. Close cancels them one by one.
 	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), attemptKey{}, ac))

@@ -32,8 +32,8 @@ func init() {
 	bridge.NewJob = func(req any, now time.Time) (store.NewJob, error) {
 		return validateRequest(req.(*JobRequest), now)
 	}
-	bridge.AttemptContext = func(ctx context.Context, info any) context.Context {
-		return context.WithValue(ctx, attemptKey{}, &attemptCtx{info: info.(AttemptInfo)})
+	bridge.AttemptContext = func(ctx context.Context, info any, md map[string]string) context.Context {
+		return context.WithValue(ctx, attemptKey{}, &attemptCtx{info: info.(AttemptInfo), metadata: md})
 	}
 	bridge.Output = func(ctx context.Context) []byte {
 		if a, ok := ctx.Value(attemptKey{}).(*attemptCtx); ok {

@@ -44,7 +44,7 @@ type JobRequest struct {
 	// Timeout overrides the attempt timeout for this job.
 	Timeout time.Duration
 	// Metadata is the job's string metadata: kept with the job, given to
-	// its handler (AttemptInfo.Metadata) and shown by Job, the API and the
+	// its handler (runlog.MetadataFrom(ctx)) and shown by Job, the API and the
 	// dashboard. At most MaxMetadataEntries entries; each key 1 to
 	// MaxMetadataKey bytes of letters, digits and "._-", each value valid
 	// UTF-8 of at most MaxMetadataValue bytes. Tracing (package otelrunlog)

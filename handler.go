@@ -156,16 +156,14 @@ type AttemptInfo struct {
 	Attempt int
 	Kind    string
 	Target  string
-	// Metadata is the job's metadata (JobRequest.Metadata); nil for none.
-	// It is the runner's copy: read it, do not change it.
-	Metadata map[string]string
 }
 
 type attemptKey struct{}
 
 // attemptCtx is what the runner stores in an attempt's context.
 type attemptCtx struct {
-	info    AttemptInfo
+	info     AttemptInfo
+	metadata map[string]string // the job's (JobRequest.Metadata); nil for none
 	h       Handler // runs the attempt (callHandler, after the middleware)
 	payload []byte
 	mu      sync.Mutex
@@ -174,6 +172,17 @@ type attemptCtx struct {
 
 // maxOutput bounds the output kept with one attempt.
 const maxOutput = 4 << 10
+
+// MetadataFrom returns the metadata of the job whose attempt ctx belongs to
+// (JobRequest.Metadata): nil when the job has none or ctx is not (derived
+// from) an attempt's context. It is the runner's copy: read it, do not
+// change it. Middleware reads it from the context it gets.
+func MetadataFrom(ctx context.Context) map[string]string {
+	if a, ok := ctx.Value(attemptKey{}).(*attemptCtx); ok {
+		return a.metadata
+	}
+	return nil
+}
 
 // AttemptFrom returns the attempt that ctx belongs to, if ctx is (derived
 // from) the context the runner gave a handler.

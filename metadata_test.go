@@ -20,8 +20,7 @@ func TestMetadataReachesHandlerAndJob(t *testing.T) {
 	seen := make(chan map[string]string, 2)
 	r := openRunner(t, t.TempDir(), runlog.Config{Handlers: map[string]runlog.Handler{
 		"work": runlog.Handle(func(ctx context.Context, _ []byte) error {
-			a, _ := runlog.AttemptFrom(ctx)
-			seen <- a.Metadata
+			seen <- runlog.MetadataFrom(ctx)
 			return nil
 		}),
 	}})

@@ -121,8 +121,8 @@ func kindOf(r runlog.JobRequest) string {
 func (t *Tracing) Attempt() runlog.Middleware {
 	return func(next runlog.AttemptFunc) runlog.AttemptFunc {
 		return func(ctx context.Context, a runlog.AttemptInfo) error {
-			if len(a.Metadata) > 0 {
-				ctx = t.prop.Extract(ctx, propagation.MapCarrier(a.Metadata))
+			if md := runlog.MetadataFrom(ctx); len(md) > 0 {
+				ctx = t.prop.Extract(ctx, propagation.MapCarrier(md))
 			}
 			ctx, span := t.tracer.Start(ctx, "runlog.attempt "+a.Kind, trace.WithSpanKind(trace.SpanKindConsumer),
 				trace.WithAttributes(AttrJobID.Int64(int64(a.JobID)), AttrKind.String(a.Kind), AttrTarget.String(a.Target),

@@ -27,6 +27,7 @@ package runlogtest
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"time"
 
 	"github.com/runlog/runlog"
@@ -81,11 +82,22 @@ func result(err error, actx context.Context) Result {
 }
 
 // Context returns a child of ctx that is the context of attempt a (zero
-// fields defaulted as by Run): runlog.AttemptFrom returns a, and
+// fields defaulted as by Run): runlog.AttemptFrom returns a,
+// runlog.MetadataFrom the metadata given to ctx with WithMetadata, and
 // runlog.RecordOutput records into it (read it with Output). Use it to call
 // a handler's function directly.
 func Context(ctx context.Context, a runlog.AttemptInfo) context.Context {
-	return bridge.AttemptContext(ctx, withDefaults(a))
+	md, _ := ctx.Value(metadataKey{}).(map[string]string)
+	return bridge.AttemptContext(ctx, withDefaults(a), md)
+}
+
+type metadataKey struct{}
+
+// WithMetadata returns a child of ctx with which Run and Context make the
+// attempt of a job whose metadata is md (JobRequest.Metadata), as
+// runlog.MetadataFrom reads it in the handler.
+func WithMetadata(ctx context.Context, md map[string]string) context.Context {
+	return context.WithValue(ctx, metadataKey{}, maps.Clone(md))
 }
 
 // Output returns what was recorded with runlog.RecordOutput in ctx, a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"strings"
 	"sync"
@@ -92,6 +93,30 @@ func TestContextIsAnAttempt(t *testing.T) {
 	}
 	if got := runlogtest.Output(t.Context()); got != "" {
 		t.Fatalf("output of a plain context %q", got)
+	}
+}
+
+// TestWithMetadata checks that a handler run by Run or called with Context
+// sees the metadata given with WithMetadata, and none without it.
+func TestWithMetadata(t *testing.T) {
+	t.Parallel()
+	md := map[string]string{"tenant": "acme"}
+	var seen map[string]string
+	h := runlog.Handle(func(ctx context.Context, _ []byte) error {
+		seen = runlog.MetadataFrom(ctx)
+		return nil
+	})
+	if res := runlogtest.Run(runlogtest.WithMetadata(t.Context(), md), h, nil, runlog.AttemptInfo{}); res.Err != nil || !maps.Equal(seen, md) {
+		t.Fatalf("Run: %v, the handler saw metadata %v; want %v", res.Err, seen, md)
+	}
+	if got := runlog.MetadataFrom(runlogtest.Context(runlogtest.WithMetadata(t.Context(), md), runlog.AttemptInfo{})); !maps.Equal(got, md) {
+		t.Fatalf("Context: metadata %v, want %v", got, md)
+	}
+	if runlogtest.Run(t.Context(), h, nil, runlog.AttemptInfo{}); seen != nil {
+		t.Fatalf("without WithMetadata the handler saw %v", seen)
+	}
+	if got := runlog.MetadataFrom(t.Context()); got != nil {
+		t.Fatalf("MetadataFrom outside an attempt = %v", got)
 	}
 }
 

@@ -43,9 +43,10 @@ var NewJob func(req any, now time.Time) (store.NewJob, error)
 // The engine's seams for package runlogtest, set by package runlog.
 var (
 	// AttemptContext returns ctx as the context of an attempt described by
-	// info (a runlog.AttemptInfo): runlog.AttemptFrom returns info, and
+	// info (a runlog.AttemptInfo) of a job with metadata md:
+	// runlog.AttemptFrom returns info, runlog.MetadataFrom md, and
 	// runlog.RecordOutput records into it (see Output).
-	AttemptContext func(ctx context.Context, info any) context.Context
+	AttemptContext func(ctx context.Context, info any, md map[string]string) context.Context
 	// Output returns the output recorded in an attempt context.
 	Output func(ctx context.Context) []byte
 	// RunHandler runs one attempt of h (a runlog.Handler) on payload in

@@ -450,7 +450,7 @@ func (d *deliverer) setHeaders(hreq *http.Request, info runlog.AttemptInfo, atte
 		set("User-Agent", "runlog")
 	}
 	if _, own := h[HeaderTraceParent]; !own {
-		if parent, state := traceContext(hreq.Context(), info); parent != "" {
+		if parent, state := traceContext(hreq.Context()); parent != "" {
 			set(HeaderTraceParent, parent)
 			if state != "" {
 				set(HeaderTraceState, state)
@@ -483,12 +483,13 @@ const (
 // one in ctx), else the job's own "traceparent" and "tracestate" metadata
 // (a trace context the client that enqueued the job gave), else nothing.
 // A job's own Traceparent header wins over both (the caller's choice).
-func traceContext(ctx context.Context, info runlog.AttemptInfo) (parent, state string) {
+func traceContext(ctx context.Context) (parent, state string) {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String(), sc.TraceState().String()
 	}
-	if p := info.Metadata["traceparent"]; validTraceParent(p) {
-		if st := info.Metadata["tracestate"]; len(st) <= 512 && printableASCII(st) {
+	md := runlog.MetadataFrom(ctx)
+	if p := md["traceparent"]; validTraceParent(p) {
+		if st := md["tracestate"]; len(st) <= 512 && printableASCII(st) {
 			state = st
 		}
 		return p, state
