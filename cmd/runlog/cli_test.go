@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"regexp"
 	"strconv"
@@ -284,5 +285,17 @@ func TestCLIAgainstServer(t *testing.T) {
 		if j, err := c.Job(ctx, id); err != nil || j.State != "cancelled" {
 			t.Errorf("job %d after cancel --yes: %v %v", id, j.State, err)
 		}
+	}
+
+	// --metadata key=value, repeatable; a malformed one is a usage error.
+	code, out, errOut = runCLI(t, env, "enqueue", "--url", rec.srv.URL+"/ok", "--metadata", "tenant=acme", "--metadata", "note=a=b", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &created) != nil {
+		t.Fatalf("enqueue --metadata: exit %d, %q %q", code, out, errOut)
+	}
+	if j, err := c.Job(ctx, created.ID); err != nil || !maps.Equal(j.Metadata, map[string]string{"tenant": "acme", "note": "a=b"}) {
+		t.Errorf("enqueue --metadata: the job has metadata %v, %v", j.Metadata, err)
+	}
+	if code, _, errOut = runCLI(t, env, "enqueue", "--url", rec.srv.URL+"/ok", "--metadata", "tenant"); code != exitUsage || !strings.Contains(errOut, "want key=value") {
+		t.Errorf("enqueue --metadata without '=': exit %d, %q; want a usage error", code, errOut)
 	}
 }

@@ -123,6 +123,7 @@ func runEnqueue(argv []string, stdout, stderr io.Writer) int {
 	var (
 		req                 server.JobRequest
 		headers, argList    listFlag
+		metadata            listFlag
 		runIn               time.Duration
 		retryAttempts       int
 		retryBase, retryCap string
@@ -146,6 +147,7 @@ func runEnqueue(argv []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&retryBase, "retry-base", "", "first backoff, e.g. 500ms")
 		fs.StringVar(&retryCap, "retry-cap", "", "longest backoff, e.g. 30s")
 		fs.StringVar(&retryDeadline, "retry-deadline", "", "deadline from the first due time, e.g. 10m")
+		fs.Var(&metadata, "metadata", "a metadata entry of the job as `key=value` (repeatable)")
 	}
 	return clientCommand("enqueue", "[flags]", argSpec{}, argv, stdout, stderr, extra, func(c call) error {
 		for _, h := range headers {
@@ -157,6 +159,16 @@ func runEnqueue(argv []string, stdout, stderr io.Writer) int {
 				req.Headers = map[string]string{}
 			}
 			req.Headers[strings.TrimSpace(name)] = strings.TrimSpace(value)
+		}
+		for _, m := range metadata {
+			k, v, ok := strings.Cut(m, "=")
+			if !ok {
+				return usageError{fmt.Errorf("--metadata %q: want key=value", m)}
+			}
+			if req.Metadata == nil {
+				req.Metadata = map[string]string{}
+			}
+			req.Metadata[k] = v
 		}
 		req.Args = argList
 		if runIn != 0 {
