@@ -170,6 +170,7 @@ func formatRecord(rec []byte) string {
 		if sp.TimeoutMS != 0 {
 			fmt.Fprintf(&b, " timeout=%v", time.Duration(sp.TimeoutMS)*time.Millisecond)
 		}
+		formatSpecExt(&b, sp)
 		fmt.Fprintf(&b, " payload=%s", quoteMax(sp.Payload, 200))
 	}
 	if op.Class != 0 {
@@ -194,4 +195,20 @@ func quoteMax(b []byte, n int) string {
 		return strconv.Quote(string(b))
 	}
 	return fmt.Sprintf("%s...(+%d bytes)", strconv.Quote(string(b[:n])), len(b)-n)
+}
+
+// formatSpecExt writes the spec's extension fields that are set.
+func formatSpecExt(b *strings.Builder, sp *state.Spec) {
+	if sp.Queue != "" {
+		fmt.Fprintf(b, " queue=%s", strconv.Quote(sp.Queue))
+	}
+	if sp.Priority != 0 {
+		fmt.Fprintf(b, " priority=%d", sp.Priority)
+	}
+	if sp.Schedule != "" {
+		fmt.Fprintf(b, " schedule=%s tick=%s", strconv.Quote(sp.Schedule), msTime(sp.Tick))
+	}
+	for _, m := range sp.Metadata {
+		fmt.Fprintf(b, " metadata.%s=%s", m.Key, strconv.Quote(m.Value))
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/state"
 )
 
 // journalLayout is what a test needs to know of a journal directory: its
@@ -187,5 +188,25 @@ func TestJournalDump(t *testing.T) {
 	}
 	if enqueues != 5 {
 		t.Errorf("dump shows %d enqueues with kind and payload; want 5\n%s", enqueues, out)
+	}
+}
+
+// TestFormatRecordSpecExt checks that journal dump shows a spec's extension
+// fields when they are set, and nothing of them when they are not.
+func TestFormatRecordSpecExt(t *testing.T) {
+	t.Parallel()
+	sp := &state.Spec{Kind: "k", Queue: "bulk", Priority: -3, Schedule: "nightly", Tick: 1700000000000,
+		Metadata: []state.Meta{{Key: "tenant", Value: "acme"}}}
+	got := formatRecord(state.Encode(nil, &state.Op{Kind: state.OpEnqueue, ID: 1, At: 1, Spec: sp}))
+	for _, want := range []string{` queue="bulk"`, ` priority=-3`, ` schedule="nightly" tick=2023-11-14T22:13:20.000Z`, ` metadata.tenant="acme"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("dump of an enqueue with extension fields: %q lacks %q", got, want)
+		}
+	}
+	plain := formatRecord(state.Encode(nil, &state.Op{Kind: state.OpEnqueue, ID: 1, At: 1, Spec: &state.Spec{Kind: "k"}}))
+	for _, no := range []string{"queue=", "priority=", "schedule=", "metadata."} {
+		if strings.Contains(plain, no) {
+			t.Errorf("dump of a plain enqueue %q shows %q", plain, no)
+		}
 	}
 }
