@@ -50,6 +50,9 @@ type JobRequest struct {
 	// UTF-8 of at most MaxMetadataValue bytes. Tracing (package otelrunlog)
 	// keeps the trace context here, under "traceparent" and "tracestate".
 	Metadata map[string]string
+
+	// replayOf is the job a replay re-sends (Runner.Replay); 0 for none.
+	replayOf uint64
 }
 
 // The bounds of a job's metadata (JobRequest.Metadata).
@@ -284,6 +287,7 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 			Policy:    p,
 			TimeoutMS: req.Timeout.Milliseconds(),
 			Metadata:  md,
+			ReplayOf:  req.replayOf,
 		},
 	}, nil
 }

@@ -164,10 +164,10 @@ type attemptKey struct{}
 type attemptCtx struct {
 	info     AttemptInfo
 	metadata map[string]string // the job's (JobRequest.Metadata); nil for none
-	h       Handler // runs the attempt (callHandler, after the middleware)
-	payload []byte
-	mu      sync.Mutex
-	out     []byte // guarded by mu: the last maxOutput bytes recorded
+	h        Handler           // runs the attempt (callHandler, after the middleware)
+	payload  []byte
+	mu       sync.Mutex
+	out      []byte // guarded by mu: the last maxOutput bytes recorded
 }
 
 // maxOutput bounds the output kept with one attempt.

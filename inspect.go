@@ -51,6 +51,8 @@ type Job struct {
 	Retry RetryPolicy
 	// Metadata is the job's metadata (JobRequest.Metadata); nil for none.
 	Metadata map[string]string
+	// ReplayOf is the job this one re-sends (Runner.Replay); 0 for none.
+	ReplayOf uint64
 	// History holds the job's attempts, oldest first (the most recent ones
 	// when there were many).
 	History []Attempt
@@ -95,6 +97,7 @@ func publicJob(j *state.Job) Job {
 		Timeout:     time.Duration(j.Spec.TimeoutMS) * time.Millisecond,
 		Retry:       fromPolicy(j.Spec.Policy),
 		Metadata:    metadataMap(j.Spec.Metadata),
+		ReplayOf:    j.Spec.ReplayOf,
 	}
 	if j.State == state.Pending {
 		out.DueAt = msTime(j.Due)

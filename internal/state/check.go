@@ -109,7 +109,7 @@ func specEqual(a, b *Spec) bool {
 	return a.Kind == b.Kind && a.Target == b.Target && bytes.Equal(a.Payload, b.Payload) &&
 		a.Key == b.Key && a.Policy == b.Policy && a.TimeoutMS == b.TimeoutMS &&
 		a.Queue == b.Queue && a.Priority == b.Priority && a.Schedule == b.Schedule && a.Tick == b.Tick &&
-		slices.Equal(a.Metadata, b.Metadata)
+		slices.Equal(a.Metadata, b.Metadata) && a.ReplayOf == b.ReplayOf
 }
 
 // Check verifies the state's invariants and returns the first one broken:

@@ -48,6 +48,7 @@ func goldenOps() []struct {
 		{"enqueue-ext-priority", Op{Kind: OpEnqueue, ID: 4, At: 1, Due: 1, Spec: &Spec{Priority: 2147483647}}},
 		{"enqueue-metadata", Op{Kind: OpEnqueue, ID: 5, At: 1, Due: 1, Spec: &Spec{Kind: "email", Metadata: []Meta{
 			{"tenant", "acme"}, {"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}}},
+		{"enqueue-replay", Op{Kind: OpEnqueue, ID: 6, At: 1, Due: 1, Spec: &Spec{Kind: "http", ReplayOf: 5}}},
 	}
 }
 
@@ -147,9 +148,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"priority 0 written", extRecord(1, extPriority, 0), "priority 0", false},
 		{"priority beyond int32", extRecord(1, extPriority, 0x80, 0x80, 0x80, 0x80, 0x10), "out of range", false},
 		{"tick 0 written", extRecord(1, extTick, 0), "tick 0 written", false},
-		{"unknown extension tag", extRecord(1, 9, 0), "spec extension tag 9", true},
+		{"unknown extension tag", extRecord(1, 63, 0), "spec extension tag 63", true},
 		{"extension cut", extRecord(1, extSchedule, 3, 'a'), "schedule: length 3", false},
 		{"no metadata entries", extRecord(1, extMetadata, 0), "0 metadata entries", false},
+		{"replay of job 0", extRecord(1, extReplayOf, 0), "replay of job 0 written", false},
 		{"metadata entries beyond the input", extRecord(1, extMetadata, 9, 1, 'a', 0), "9 metadata entries", false},
 		{"empty metadata key", extRecord(1, extMetadata, 1, 0, 1, 'v'), `metadata key "" is empty`, false},
 		{"metadata keys out of order", extRecord(1, extMetadata, 2, 1, 'b', 0, 1, 'a', 0), `metadata key "a" is empty or not after "b"`, false},
@@ -188,7 +190,7 @@ func TestSpecExtOnlyWhenSet(t *testing.T) {
 	if plain[0] != FormatVersion {
 		t.Fatalf("a spec without extension fields is written in version %d, want %d", plain[0], FormatVersion)
 	}
-	for _, sp := range []Spec{{Queue: "q"}, {Priority: -1}, {Priority: math.MinInt32}, {Schedule: "s"}, {Tick: -5}, {Metadata: []Meta{{"k", ""}}}} {
+	for _, sp := range []Spec{{Queue: "q"}, {Priority: -1}, {Priority: math.MinInt32}, {Schedule: "s"}, {Tick: -5}, {Metadata: []Meta{{"k", ""}}}, {ReplayOf: 1 << 40}} {
 		b := Encode(nil, &Op{Kind: OpEnqueue, ID: 1, Spec: &sp})
 		if b[0] != ExtFormatVersion {
 			t.Fatalf("%+v: version %d, want %d", sp, b[0], ExtFormatVersion)

@@ -188,6 +188,9 @@ type Spec struct {
 	// sorted by key, each key once; nil for none. Apply keeps the slice:
 	// the caller must not modify it afterwards.
 	Metadata []Meta
+	// ReplayOf is the id of the finished job this job re-sends (a replay:
+	// Runner.Replay, POST /v1/jobs/{id}/replay); 0 for none.
+	ReplayOf uint64
 }
 
 // Meta is one entry of a job's metadata.
@@ -198,5 +201,5 @@ type Meta struct {
 // HasExt reports whether any of the spec's extension fields is set: only
 // then does its encoding carry an extension block.
 func (sp *Spec) HasExt() bool {
-	return sp.Queue != "" || sp.Priority != 0 || sp.Schedule != "" || sp.Tick != 0 || len(sp.Metadata) > 0
+	return sp.Queue != "" || sp.Priority != 0 || sp.Schedule != "" || sp.Tick != 0 || len(sp.Metadata) > 0 || sp.ReplayOf != 0
 }

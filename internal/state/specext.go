@@ -19,6 +19,7 @@ import "math"
 //	         4 tick      varint (not 0)
 //	         8 metadata  uvarint m (1 or more), then m times string key,
 //	                     string value; keys not empty, strictly ascending
+//	         9 replay of uvarint (not 0)
 //
 // Tags are strictly ascending and a field is written only when it is not
 // zero, so every spec has exactly one encoding. A tag this build does not
@@ -29,7 +30,8 @@ const (
 	extSchedule = 3
 	extTick     = 4
 	extMetadata = 8
-	extLastTag  = extMetadata
+	extReplayOf = 9
+	extLastTag  = extReplayOf
 )
 
 // putSpecExt appends the extension block of sp, which must have HasExt.
@@ -50,6 +52,9 @@ func putSpecExt(dst []byte, sp *Spec) []byte {
 	if len(sp.Metadata) > 0 {
 		n++
 	}
+	if sp.ReplayOf != 0 {
+		n++
+	}
 	dst = putUvarint(dst, uint64(n))
 	if sp.Queue != "" {
 		dst = putString(putUvarint(dst, extQueue), sp.Queue)
@@ -68,6 +73,9 @@ func putSpecExt(dst []byte, sp *Spec) []byte {
 		for _, m := range sp.Metadata {
 			dst = putString(putString(dst, m.Key), m.Value)
 		}
+	}
+	if sp.ReplayOf != 0 {
+		dst = putUvarint(putUvarint(dst, extReplayOf), sp.ReplayOf)
 	}
 	return dst
 }
@@ -116,6 +124,10 @@ func (d *decoder) specExt(sp *Spec) {
 			}
 		case extMetadata:
 			sp.Metadata = d.metadata()
+		case extReplayOf:
+			if sp.ReplayOf = d.uvarint("replay of"); d.err == nil && sp.ReplayOf == 0 {
+				d.failAt("replay of job 0 written")
+			}
 		default:
 			d.newer("spec extension tag %d; this build knows tags 1-%d", tag, extLastTag)
 		}

@@ -139,7 +139,7 @@ func (r *jobRow) step(br *retry.Breaker, c retry.Circuit, op *state.Op, node str
 
 // jobCols are the columns scanRow reads, in order.
 const jobCols = `id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
-	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, latest, node, metadata`
+	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, latest, node, metadata, replay_of`
 
 // jobColsNoPayload are jobCols without the payload (read as NULL), for the
 // transactions that settle attempts and do not need it.
@@ -153,17 +153,19 @@ func scanRow(row pgx.Row) (*jobRow, error) {
 		st          int16
 		hist, meta  []byte
 		latest      *string
+		replayOf    int64
 	)
 	p := &r.spec.Policy
 	err := row.Scan(&id, &st, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &r.spec.Key,
 		&p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS, &r.spec.TimeoutMS,
-		&r.Due, &r.FirstDue, &r.EnqueuedAt, &r.FinishedAt, &r.Fails, &started, &r.LastError, &r.Reason, &hist, &latest, &r.node, &meta)
+		&r.Due, &r.FirstDue, &r.EnqueuedAt, &r.FinishedAt, &r.Fails, &started, &r.LastError, &r.Reason, &hist, &latest, &r.node, &meta, &replayOf)
 	if err != nil {
 		return nil, err
 	}
 	if r.spec.Metadata, err = readMetadata(meta); err != nil {
 		return nil, fmt.Errorf("pgstore: job %d: %w", id, err)
 	}
+	r.spec.ReplayOf = uint64(replayOf)
 	r.ID, r.State, r.Started = uint64(id), state.JobState(st), uint32(started)
 	h, err := readHistory(hist, latest)
 	if err != nil {

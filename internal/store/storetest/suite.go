@@ -192,9 +192,10 @@ func testEnqueueThenJob(t *testing.T, open Opener) {
 	}
 }
 
-// testMetadata: a job's metadata is kept as enqueued (a single job and a
-// batch mixing jobs with and without it), read back by Job and List, given
-// to the claim that runs it, and survives a reopen.
+// testMetadata: a job's metadata and replay link are kept as enqueued (a
+// single job and a batch mixing jobs with and without them), read back by
+// Job and List, the metadata given to the claim that runs it, and survive a
+// reopen.
 func testMetadata(t *testing.T, open Opener) {
 	s, reopen := open(t, Config{Circuit: Circuit})
 	md := []state.Meta{{Key: "tenant", Value: "acme"}, {Key: "traceparent", Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
@@ -203,14 +204,20 @@ func testMetadata(t *testing.T, open Opener) {
 		sp.Metadata = md
 		return store.NewJob{Spec: sp, Due: T0}
 	}
-	one := enqueueOne(t, s, T0, T0, withMD("one", md).Spec)
-	batch := enqueue(t, s, T0, withMD("plain", nil), withMD("two", md[:1]), withMD("plain", nil))
+	replay := withMD("one", md)
+	replay.Spec.ReplayOf = 1 << 40
+	one := enqueueOne(t, s, T0, T0, replay.Spec)
+	replayToo := withMD("two", md[:1])
+	replayToo.Spec.ReplayOf = 7
+	batch := enqueue(t, s, T0, withMD("plain", nil), replayToo, withMD("plain", nil))
+	wantReplay := map[uint64]uint64{one: 1 << 40, batch[1].ID: 7}
 	want := map[uint64][]state.Meta{one: md, batch[0].ID: nil, batch[1].ID: md[:1], batch[2].ID: nil}
 	check := func(s store.Store, when string) {
 		t.Helper()
 		for id, w := range want {
-			if got := job(t, s, id).Spec.Metadata; !reflect.DeepEqual(got, w) {
-				t.Fatalf("%s: job %d has metadata %+v, want %+v", when, id, got, w)
+			sp := job(t, s, id).Spec
+			if !reflect.DeepEqual(sp.Metadata, w) || sp.ReplayOf != wantReplay[id] {
+				t.Fatalf("%s: job %d has metadata %+v, replay of %d; want %+v, %d", when, id, sp.Metadata, sp.ReplayOf, w, wantReplay[id])
 			}
 		}
 		page, _, err := s.List(ctx, store.Filter{Limit: 10})
