@@ -298,4 +298,25 @@ func TestCLIAgainstServer(t *testing.T) {
 	if code, _, errOut = runCLI(t, env, "enqueue", "--url", rec.srv.URL+"/ok", "--metadata", "tenant"); code != exitUsage || !strings.Contains(errOut, "want key=value") {
 		t.Errorf("enqueue --metadata without '=': exit %d, %q; want a usage error", code, errOut)
 	}
+
+	// replay: by id (a new job linked to it), then by target with a dry run
+	// first; mixing ids and a filter is a usage error.
+	code, out, errOut = runCLI(t, env, "replay", strconv.FormatUint(created.ID, 10))
+	if code != 0 || !strings.HasSuffix(strings.TrimSpace(out), "replay of "+strconv.FormatUint(created.ID, 10)) {
+		t.Fatalf("replay ID: exit %d, %q %q", code, out, errOut)
+	}
+	tgt, err := c.Job(ctx, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(t, env, "replay", "--target", tgt.Target, "--since-ago", "1h", "--state", "failed", "--dry-run")
+	if code != 0 || !strings.HasPrefix(out, "7 jobs would be re-sent") {
+		t.Errorf("replay --dry-run: exit %d, %q %q; want the 7 failed jobs counted", code, out, errOut)
+	}
+	if code, _, errOut = runCLI(t, env, "replay", "1", "--target", "x"); code != exitUsage || !strings.Contains(errOut, "not both") {
+		t.Errorf("replay with ids and a filter: exit %d, %q; want a usage error", code, errOut)
+	}
+	if code, _, errOut = runCLI(t, env, "replay"); code != exitUsage {
+		t.Errorf("replay with nothing: exit %d, %q; want a usage error", code, errOut)
+	}
 }

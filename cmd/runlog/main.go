@@ -51,6 +51,7 @@ func init() {
 		"job":      {summary: "show one job with its attempts: job ID", run: runJob},
 		"cancel":   {summary: "cancel jobs: cancel [--reason R] ID... | --state S ... --yes", run: runCancel},
 		"retry":    {summary: "run failed jobs again: retry ID... | --state failed ... --yes", run: runRetry},
+		"replay":   {summary: "re-send finished jobs as new jobs: replay ID... | --target T --since TIME [--state S] [--dry-run]", run: runReplay},
 		"targets":  {summary: "show each target's breaker and job counts", run: runTargets},
 		"stats":    {summary: "show job counts by state and the queue lag", run: runStats},
 		"version":  {summary: "print the version, commit and Go toolchain of this binary", run: runVersion},

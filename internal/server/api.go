@@ -97,6 +97,8 @@ func (a *API) routes() {
 	m.HandleFunc("GET /v1/jobs/{id}", a.job)
 	m.HandleFunc("POST /v1/jobs/{id}/cancel", a.cancel)
 	m.HandleFunc("POST /v1/jobs/{id}/retry", a.retry)
+	m.HandleFunc("POST /v1/jobs/{id}/replay", a.replayJob)
+	m.HandleFunc("POST /v1/replay", a.replayMatching)
 	m.HandleFunc("GET /v1/targets", a.targets)
 	m.HandleFunc("PUT /v1/targets/secrets", a.putSecret)
 	m.HandleFunc("DELETE /v1/targets/secrets", a.deleteSecret)
@@ -109,6 +111,7 @@ func (a *API) routes() {
 	allowed := map[string]string{
 		"/healthz": "GET", "/v1/jobs": "GET, POST", "/v1/jobs/{id}": "GET",
 		"/v1/jobs/{id}/cancel": "POST", "/v1/jobs/{id}/retry": "POST",
+		"/v1/jobs/{id}/replay": "POST", "/v1/replay": "POST",
 		// Only GET: other methods on /v1/jobs/batch fall to /v1/jobs/{id}.
 		"GET /v1/jobs/batch": "POST",
 		"/v1/targets":        "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
@@ -618,7 +621,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, runlog.ErrNotFound), errors.Is(err, ErrSecretNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, runlog.ErrFinished), errors.Is(err, runlog.ErrNotFailed):
+	case errors.Is(err, runlog.ErrFinished), errors.Is(err, runlog.ErrNotFailed), errors.Is(err, runlog.ErrNotReplayable):
 		return http.StatusConflict
 	case errors.Is(err, runlog.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge

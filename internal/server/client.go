@@ -111,6 +111,26 @@ func (c *Client) Retry(ctx context.Context, id uint64) (Job, error) {
 	return out, err
 }
 
+// Replay re-sends the finished job id as a new job and returns it (its
+// ReplayOf is id).
+func (c *Client) Replay(ctx context.Context, id uint64) (Job, error) {
+	var out Job
+	_, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/replay", nil, &out)
+	return out, err
+}
+
+// ReplayMatching re-sends (or, with DryRun, counts) a target's jobs
+// finished since a time.
+func (c *Client) ReplayMatching(ctx context.Context, req ReplayRequest) (Replayed, error) {
+	var out Replayed
+	body, err := marshal(req)
+	if err != nil {
+		return out, err
+	}
+	_, err = c.do(ctx, http.MethodPost, "/v1/replay", body, &out)
+	return out, err
+}
+
 // Targets returns every target's breaker and counts.
 func (c *Client) Targets(ctx context.Context) (TargetList, error) {
 	var out TargetList

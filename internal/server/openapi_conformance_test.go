@@ -51,6 +51,11 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	pendingID := strconv.FormatUint(later.ID, 10)
+	failedJob, err := b.client.Job(ctx, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayAll := `{"target":"` + failedJob.Target + `","since":"2000-01-01T00:00:00Z","state":"failed","dry_run":true}`
 	const auth = "Bearer s3cret"
 	seen := map[string]bool{}
 	for _, tc := range []struct {
@@ -72,6 +77,11 @@ func TestOpenAPIConformance(t *testing.T) {
 		{"GET", "/v1/jobs/" + id, "Bearer wrong", "", 401},
 		{"POST", "/v1/jobs/999999/cancel", auth, "", 404},
 		{"POST", "/v1/jobs/" + id + "/cancel", auth, `{"reason":"x"}`, 409},
+		{"POST", "/v1/jobs/" + id + "/replay", auth, "", 201},
+		{"POST", "/v1/jobs/" + pendingID + "/replay", auth, "", 409},
+		{"POST", "/v1/jobs/999999/replay", auth, "", 404},
+		{"POST", "/v1/replay", auth, replayAll, 200},
+		{"POST", "/v1/replay", auth, `{"target":"x"}`, 400},
 		{"POST", "/v1/jobs/" + id + "/retry", auth, "", 200},
 		{"POST", "/v1/jobs/" + pendingID + "/retry", auth, "", 409},
 		{"POST", "/v1/jobs/999999/retry", auth, "", 404},

@@ -31,7 +31,10 @@ type Job struct {
 	Payload     json.RawMessage `json:"payload"`
 	// Metadata is the job's string metadata; left out when it has none.
 	Metadata map[string]string `json:"metadata,omitempty"`
-	History  []Attempt         `json:"history,omitzero"`
+	// ReplayOf is the job this one re-sends (POST /v1/jobs/{id}/replay);
+	// left out when it is none.
+	ReplayOf uint64    `json:"replay_of,omitempty"`
+	History  []Attempt `json:"history,omitzero"`
 }
 
 // Retry is the JSON form of a job's retry policy; durations are Go duration
@@ -131,7 +134,7 @@ func jobView(j runlog.Job, withHistory bool) Job {
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		LastError: j.LastError, Reason: j.Reason,
 		EnqueuedAt: j.EnqueuedAt, DueAt: j.DueAt, FinishedAt: j.FinishedAt,
-		Payload: payloadJSON(j.Payload), Metadata: j.Metadata,
+		Payload: payloadJSON(j.Payload), Metadata: j.Metadata, ReplayOf: j.ReplayOf,
 	}
 	if j.Timeout > 0 {
 		v.Timeout = j.Timeout.String()
