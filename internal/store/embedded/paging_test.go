@@ -102,6 +102,8 @@ func pagingFilters() []struct {
 		{store.Filter{Kind: "k2"}, func(h held) bool { return h.kind == "k2" }},
 		{store.Filter{Target: "t3"}, func(h held) bool { return h.target == "t3" }},
 		{store.Filter{State: "failed", Kind: "k1"}, func(h held) bool { return h.state == "failed" && h.kind == "k1" }},
+		{store.Filter{State: "succeeded", Target: "t4"}, func(h held) bool { return h.state == "succeeded" && h.target == "t4" }},
+		{store.Filter{Kind: "k3", Target: "t5"}, func(h held) bool { return h.kind == "k3" && h.target == "t5" }},
 		{store.Filter{Search: "key-12"}, func(h held) bool { return len(h.key) >= 6 && h.key[:6] == "key-12" }},
 	}
 }
