@@ -318,17 +318,24 @@ func (sp *spiller) round() (bool, error) {
 			dropParts(b, e.dropAt)
 		}
 	}
+	puts := make([]finishedPut, len(jobs))
 	for i := range jobs {
 		j := &jobs[i].job
-		payload := j.Spec.Payload
+		puts[i] = finishedPut{j: j, payload: j.Spec.Payload}
 		if j.Spilled {
 			p, err := s.tbl.payloadOf(j)
 			if err != nil {
 				return false, err
 			}
-			payload = p
+			puts[i].payload = p
 		}
-		putFinished(b, j, payload, j.Spilled || j.ID < sp.openedBelow)
+	}
+	putFinished(b, puts)
+	for i := range jobs {
+		// A finished job's spilled payload moves into its record.
+		if j := &jobs[i].job; j.Spilled || j.ID < sp.openedBelow {
+			b.Delete(payloadKey(j.ID), nil)
+		}
 	}
 	for i, pl := range pls {
 		if pays[i] != nil {
