@@ -235,12 +235,12 @@ func BenchmarkListHeld(b *testing.B) {
 			}
 			p50, p99 := pct(first)
 			l50, l99 := pct(later)
-			_, cp99 := pct(firstCPU)
-			_, cl99 := pct(laterCPU)
+			c50, cp99 := pct(firstCPU)
+			cl50, cl99 := pct(laterCPU)
 			b.ReportMetric(float64(p99.Microseconds())/1000, fmt.Sprintf("f%d-first-p99-ms", i))
 			b.ReportMetric(float64(l99.Microseconds())/1000, fmt.Sprintf("f%d-later-p99-ms", i))
 			// Printed, not logged: a benchmark's log is cut at 10 lines.
-			fmt.Printf("filter %+v: first page p50 %v p99 %v (CPU p99 %v); later pages p50 %v p99 %v (CPU p99 %v)\n", pf.f, p50, p99, cp99, l50, l99, cl99)
+			fmt.Printf("filter %+v: first page p50 %v p99 %v (CPU p50 %v p99 %v); later pages p50 %v p99 %v (CPU p50 %v p99 %v)\n", pf.f, p50, p99, c50, cp99, l50, l99, cl50, cl99)
 		}
 		var gets []time.Duration
 		for k := range 2000 {
