@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -174,5 +176,71 @@ func BenchmarkSpillBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 		batch.Close()
+	}
+}
+
+// TestSpillerCopiesOutWithoutAsking: finished jobs leave memory for the
+// table with nobody waiting on the spiller: once the store is quiet, and,
+// while ops keep coming, within spillMaxDelay of the first one waiting.
+func TestSpillerCopiesOutWithoutAsking(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := int64(1_700_000_000_000)
+	s, err := Open(t.TempDir(), Options{Journal: journal.Options{NoPreallocate: true}, State: state.Config{Circuit: testCircuit}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	finish := func(n int) {
+		jobs := make([]store.NewJob, n)
+		for i := range jobs {
+			jobs[i] = store.NewJob{Due: now, Spec: state.Spec{Kind: "k", Policy: retry.Policy{Attempts: 1}}}
+		}
+		if _, err := s.Enqueue(ctx, now, jobs); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := s.Claim(ctx, now, store.Limits{Max: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs := make([]store.Outcome, len(cs))
+		for i, c := range cs {
+			outs[i] = store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: retry.Success, AfterMS: -1}
+		}
+		if _, err := s.Finish(ctx, now, func() uint32 { return 0 }, outs, store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inMemory := func() (int, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := s.st.DoneLen()
+		return n, n == 0
+	}
+	finish(10)
+	testwait.UntilWithin(t, 20*time.Second, "the finished jobs of a quiet store copied out", inMemory)
+
+	// Busy: an enqueue at every turn, never 50 ms apart.
+	finish(10)
+	stop := make(chan struct{})
+	busy := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				busy <- nil
+				return
+			default:
+			}
+			if _, err := s.Enqueue(ctx, now, []store.NewJob{{Due: now + 3_600_000, Spec: state.Spec{Kind: "k"}}}); err != nil {
+				busy <- err
+				return
+			}
+		}
+	}()
+	testwait.UntilWithin(t, 20*time.Second, "the finished jobs of a busy store copied out", inMemory)
+	close(stop)
+	if err := <-busy; err != nil {
+		t.Fatal(err)
 	}
 }
