@@ -60,6 +60,7 @@ type spiller struct {
 	cond     *sync.Cond     // on s.mu: broadcast after every round
 	stopped  bool           // guarded by s.mu
 	force    bool           // guarded by s.mu: someone waits for the spiller
+	ops      uint64         // guarded by s.mu: ops applied (is the store quiet?)
 	armed    atomic.Bool    // the spiller's timer runs for finished jobs waiting
 	// needSync is set while the spiller has work waiting for the journal
 	// to make its records durable: only then does a sync wake it.
@@ -80,15 +81,17 @@ type spiller struct {
 // spillBatch is how many finished jobs one round copies at most.
 const spillBatch = 4096
 
-// The spiller waits for work to gather, so that a burst of short jobs is
-// not slowed by table writes in its midst and the table gets large
-// batches: it copies finished jobs out once spillMin of them wait, or
-// spillDelay after the first of them, and at once when someone waits on it
-// (a checkpoint, a throttled enqueue, settle) or a retry, an expiry or a
-// payload over the cache is queued.
+// The spiller copies finished jobs out when the store is quiet, so that
+// a burst of short jobs is not slowed by table writes in its midst (on a
+// machine of few cores they take CPU from the dispatch) and the table gets
+// large batches: once no op was applied for spillQuiet, or spillMaxDelay
+// after the first of them waited, or once spillMax of them wait; and at
+// once when someone waits on it (a checkpoint, a throttled enqueue,
+// settle) or a retry, an expiry or a payload over the cache is queued.
 const (
-	spillMin   = 8192
-	spillDelay = 500 * time.Millisecond
+	spillQuiet    = 50 * time.Millisecond
+	spillMaxDelay = 2 * time.Second
+	spillMax      = 64 << 10
 )
 
 func newSpiller(s *Store, budget int64, fx []effect) *spiller {
@@ -139,6 +142,7 @@ func (sp *spiller) signal() {
 // state. s.mu must be held.
 func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 	st := sp.s.st
+	sp.ops++
 	urgent := false
 	switch op.Kind {
 	case state.OpEnqueue:
@@ -158,10 +162,11 @@ func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 		}
 	}
 	// Wake the spiller only when there is something for it: urgent work,
-	// the first finished job of a quiet spell (to arm its timer), or
-	// enough finished jobs for a batch; not at every op or sync.
+	// the first finished job to wait (to arm its timer), or enough
+	// finished jobs to copy out however busy the store is; not at every op
+	// or sync.
 	switch d := st.DoneLen(); {
-	case urgent, d == 1 && !sp.armed.Load(), d >= spillMin && d%spillMin == 0:
+	case urgent, d == 1 && !sp.armed.Load(), d >= spillMax && d%spillBatch == 0:
 		sp.signal()
 	}
 }
@@ -189,24 +194,33 @@ func (sp *spiller) budgetLocked(seq uint64) {
 	sp.signal()
 }
 
-// ready reports whether the spiller should copy out now (see spillMin),
-// and whether finished jobs wait.
-func (sp *spiller) ready(timedOut bool) (now, waiting bool) {
+// readiness is what the spiller's loop needs to know of the store.
+type readiness struct {
+	urgent  bool   // someone waits, or effects or payloads are queued
+	waiting int    // finished jobs in memory
+	ops     uint64 // ops applied so far
+}
+
+// ready reports the spiller's work (see readiness) and clears force.
+func (sp *spiller) ready() readiness {
 	s := sp.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.st.DoneLen()
-	now = timedOut || sp.force || len(sp.effects) > 0 || len(sp.payloads) > 0 || n >= spillMin
+	r := readiness{urgent: sp.force || len(sp.effects) > 0 || len(sp.payloads) > 0, waiting: s.st.DoneLen(), ops: sp.ops}
 	sp.force = false
-	return now, n > 0
+	return r
 }
 
-// run is the spiller's goroutine.
+// run is the spiller's goroutine. While finished jobs wait and nothing is
+// urgent, its timer looks every spillQuiet whether an op was applied
+// since it last looked (see spillQuiet).
 func (sp *spiller) run() {
 	defer close(sp.done)
-	timer := time.NewTimer(spillDelay)
+	timer := time.NewTimer(spillQuiet)
 	timer.Stop()
 	armed := false
+	var since time.Time // when the finished jobs waiting were first seen
+	var opsAtArm uint64
 	for {
 		timedOut := false
 		select {
@@ -216,17 +230,22 @@ func (sp *spiller) run() {
 		case <-timer.C:
 			armed, timedOut = false, true
 		}
-		now, waiting := sp.ready(timedOut)
-		if !now {
-			if waiting && !armed {
-				timer.Reset(spillDelay)
-				armed = true
-				sp.armed.Store(true)
-			}
-			continue
+		r := sp.ready()
+		switch {
+		case r.waiting == 0:
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
 		}
-		if timedOut {
-			sp.armed.Store(false)
+		now := r.urgent || r.waiting >= spillMax ||
+			timedOut && r.waiting > 0 && (r.ops == opsAtArm || time.Since(since) >= spillMaxDelay)
+		if !now {
+			if r.waiting > 0 && !armed {
+				timer.Reset(spillQuiet)
+				armed, opsAtArm = true, r.ops
+			}
+			sp.armed.Store(armed)
+			continue
 		}
 		for {
 			more, err := sp.round()
@@ -245,6 +264,8 @@ func (sp *spiller) run() {
 				break
 			}
 		}
+		since = time.Time{}
+		sp.armed.Store(armed)
 	}
 }
 
@@ -318,17 +339,24 @@ func (sp *spiller) round() (bool, error) {
 			dropParts(b, e.dropAt)
 		}
 	}
+	puts := make([]finishedPut, len(jobs))
 	for i := range jobs {
 		j := &jobs[i].job
-		payload := j.Spec.Payload
+		puts[i] = finishedPut{j: j, payload: j.Spec.Payload}
 		if j.Spilled {
 			p, err := s.tbl.payloadOf(j)
 			if err != nil {
 				return false, err
 			}
-			payload = p
+			puts[i].payload = p
 		}
-		putFinished(b, j, payload, j.Spilled || j.ID < sp.openedBelow)
+	}
+	putFinished(b, puts)
+	for i := range jobs {
+		// A finished job's spilled payload moves into its record.
+		if j := &jobs[i].job; j.Spilled || j.ID < sp.openedBelow {
+			b.Delete(payloadKey(j.ID), nil)
+		}
 	}
 	for i, pl := range pls {
 		if pays[i] != nil {

@@ -2,11 +2,13 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -33,12 +35,19 @@ import (
 //	"m" name                        table metadata ("mversion")
 //	"p" end "r" id                  a finished job (state.AppendJob)
 //	"p" end "s" state id            index by end state
-//	"p" end "k" len kind id         index by kind (len: uvarint)
-//	"p" end "t" len target id       index by target
+//	"p" end "k" len kind state id   index by kind, then end state (len: uvarint)
+//	"p" end "t" len target state id index by target, then end state
 //	"p" end "y" key                 idempotency key → id
 //
 // Every key of a finished job lies under its expiry partition's prefix, so
-// that expiry is one range deletion of the partitions that ended.
+// that expiry is one range deletion of the partitions that ended. The
+// filter indexes (filterIndexes) carry the end state after the value, so
+// that a filter with a state is one range and a filter alone is the merge
+// of the three finished states' ranges; their entries' values hold the
+// job's value for every filter index (entryValue), so that a query with
+// two filters reads only the records that pass both. Format 1 (before)
+// had no state in their keys and empty values; openTable rebuilds them
+// (reindex).
 type table struct {
 	db   *pebble.DB
 	path string
@@ -108,8 +117,9 @@ func (t *table) flush() error {
 	}
 }
 
-// tableVersion is the table format this build writes ("mversion").
-const tableVersion = 1
+// tableVersion is the table format this build writes ("mversion"); it
+// opens format 1 too, rebuilding its filter indexes (reindex).
+const tableVersion = 2
 
 // tableDir is the table's subdirectory in a store's directory.
 const tableDir = "table"
@@ -187,11 +197,117 @@ func openTable(fsys pebblevfs.FS, dir string, logf func(string, ...any)) (*table
 			db.Close()
 			return nil, tableError(path, err)
 		}
+	case len(v) == 1 && v[0] == 1:
+		if logf != nil {
+			logf("runlog: job table %s: rebuilding its indexes for format %d", path, tableVersion)
+		}
+		if err := t.reindex(); err != nil {
+			db.Close()
+			return nil, err
+		}
 	case len(v) != 1 || v[0] != tableVersion:
 		db.Close()
-		return nil, fmt.Errorf("embedded: the job table %s has format %v, this build reads format %d: open it with the runlog that wrote it", path, v, tableVersion)
+		return nil, fmt.Errorf("embedded: the job table %s has format %v, this build reads formats 1 and %d: open it with the runlog that wrote it", path, v, tableVersion)
 	}
 	return t, nil
+}
+
+// reindex rewrites the filter indexes of a format 1 table (runlog before
+// the end state was part of them) from its records, then marks it format
+// 2. The records, the state index, the keys and the payloads are the same
+// in both formats. A crash before the mark leaves format 1, and the next
+// open does it all again: the old and any new entries are range-deleted
+// first, then written from the records.
+func (t *table) reindex() error {
+	fail := func(err error) error {
+		return fmt.Errorf("embedded: rebuilding the indexes of the job table %s: %w", t.path, tableError(t.path, err))
+	}
+	ends, err := t.partitions()
+	if err != nil {
+		return fail(err)
+	}
+	b := t.db.NewBatch()
+	for _, end := range ends {
+		for _, ix := range filterIndexes {
+			lo := append(partPrefix(nil, end), ix.key)
+			b.DeleteRange(lo, append(partPrefix(nil, end), ix.key+1), nil)
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fail(err)
+	}
+	b.Close()
+	for _, end := range ends {
+		lo := append(partPrefix(nil, end), 'r')
+		it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: append(partPrefix(nil, end), 'r'+1)})
+		if err != nil {
+			return fail(err)
+		}
+		b := t.db.NewBatch()
+		for it.First(); it.Valid(); it.Next() {
+			j, err := state.DecodeJob(it.Value())
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("embedded: the job table %s holds a bad record (key %x): %w; restore the directory from a backup", t.path, it.Key(), err)
+			}
+			v := entryValue(j.Spec)
+			for _, k := range indexKeys(j)[1:] { // the state index is unchanged
+				b.Set(k, v, nil)
+			}
+			if b.Count() >= 64<<10 {
+				if err := b.Commit(pebble.NoSync); err != nil {
+					it.Close()
+					return fail(err)
+				}
+				b.Close()
+				b = t.db.NewBatch()
+			}
+		}
+		err = it.Error()
+		it.Close()
+		if err == nil {
+			err = b.Commit(pebble.NoSync)
+		}
+		b.Close()
+		if err != nil {
+			return fail(err)
+		}
+	}
+	// The new entries are durable before the mark that relies on them.
+	if err := t.db.Flush(); err != nil {
+		return fail(err)
+	}
+	if err := t.db.Set(metaKey("version"), []byte{tableVersion}, pebble.NoSync); err != nil {
+		return fail(err)
+	}
+	if err := t.db.Flush(); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// partitions returns the ends of the partitions that hold keys, in order.
+func (t *table) partitions() ([]int64, error) {
+	it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'p'}, UpperBound: []byte{'q'}})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var ends []int64
+	for it.First(); it.Valid(); {
+		k := it.Key()
+		if len(k) < 9 {
+			it.Next()
+			continue
+		}
+		end := int64(binary.BigEndian.Uint64(k[1:9]) ^ 1<<63)
+		ends = append(ends, end)
+		if end == math.MaxInt64 {
+			break
+		}
+		it.SeekGE(partPrefix(nil, end+1))
+	}
+	return ends, it.Error()
 }
 
 // tableError says which table failed and what to do.
@@ -237,23 +353,42 @@ func recordKey(end int64, id uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, id)
 }
 
-// indexPrefix is the prefix of the entries of index ix (one of 's', 'k',
-// 't') for value v in partition end; an entry appends the id.
-func indexPrefix(end int64, ix byte, v string) []byte {
-	k := append(partPrefix(make([]byte, 0, 20+len(v)), end), ix)
-	if ix == 's' {
-		return append(k, v...)
-	}
+// statePrefix is the prefix of the entries of the state index for st in
+// partition end; an entry appends the id.
+func statePrefix(end int64, st state.JobState) []byte {
+	k := append(partPrefix(make([]byte, 0, 19), end), 's')
+	return append(k, byte(st))
+}
+
+// valuePrefix is the prefix of the entries of filter index ix for value v
+// in partition end; an entry appends the end state and the id.
+func valuePrefix(end int64, ix byte, v string) []byte {
+	k := append(partPrefix(make([]byte, 0, 30+len(v)), end), ix)
 	k = binary.AppendUvarint(k, uint64(len(v)))
 	return append(k, v...)
+}
+
+// filterIndex is an index of the table by one filter of List: the value
+// it files a job under, and the value a query asks for ("" any).
+type filterIndex struct {
+	key   byte
+	value func(*state.Spec) string
+	query func(*tableQuery) string
+}
+
+// filterIndexes are the filter indexes, the one a query uses first: a
+// target names fewer jobs than a kind, as a rule. A new filter is one more
+// entry here (with its key byte in the layout above) and a field in
+// tableQuery.
+var filterIndexes = []filterIndex{
+	{'t', func(s *state.Spec) string { return s.Target }, func(q *tableQuery) string { return q.target }},
+	{'k', func(s *state.Spec) string { return s.Kind }, func(q *tableQuery) string { return q.kind }},
 }
 
 func keyKey(end int64, key string) []byte {
 	k := append(partPrefix(make([]byte, 0, 10+len(key)), end), 'y')
 	return append(k, key...)
 }
-
-func stateValue(st state.JobState) string { return string([]byte{byte(st)}) }
 
 // stateNamed returns the state whose String is name.
 func stateNamed(name string) (state.JobState, bool) {
@@ -265,24 +400,64 @@ func stateNamed(name string) (state.JobState, bool) {
 	return 0, false
 }
 
-// putFinished adds to b the keys of finished job j, whose payload is
-// payload, and, when spilled says the table may hold it apart, deletes its
-// spilled payload.
-func putFinished(b *pebble.Batch, j *state.Job, payload []byte, spilled bool) {
-	c := *j
-	sp := *j.Spec
-	sp.Payload = payload
-	c.Spec, c.Spilled = &sp, false
-	rec := state.AppendJob(nil, &c)
-	b.Set(recordKey(j.Part, j.ID), rec, nil)
-	for _, k := range indexKeys(j) {
-		b.Set(k, nil, nil)
+// finishedPut is a finished job to write to the table, with its payload.
+type finishedPut struct {
+	j       *state.Job
+	payload []byte
+}
+
+// putFinished adds to b the keys of finished jobs puts (sorting puts by
+// partition and id). The keys go in runs of neighbours (the records, then
+// the state index by state, then each filter index by value and state,
+// each run in id order): pebble's memtable keeps its last position in its
+// skiplist, and an insert next to it costs a fraction of a search from the
+// top (a sort of all the keys costs more than it saves).
+func putFinished(b *pebble.Batch, puts []finishedPut) {
+	slices.SortFunc(puts, func(x, y finishedPut) int {
+		return cmp.Or(cmp.Compare(x.j.Part, y.j.Part), cmp.Compare(x.j.ID, y.j.ID))
+	})
+	values := make([][]byte, len(puts))
+	for i, p := range puts {
+		c := *p.j
+		sp := *p.j.Spec
+		sp.Payload = p.payload
+		c.Spec, c.Spilled = &sp, false
+		b.Set(recordKey(c.Part, c.ID), state.AppendJob(nil, &c), nil)
+		values[i] = entryValue(p.j.Spec)
 	}
-	if sp.Key != "" {
-		b.Set(keyKey(j.Part, sp.Key), binary.BigEndian.AppendUint64(nil, j.ID), nil)
+	for st := state.Succeeded; st <= state.Cancelled; st++ {
+		for _, p := range puts {
+			if p.j.State == st {
+				b.Set(binary.BigEndian.AppendUint64(statePrefix(p.j.Part, st), p.j.ID), nil, nil)
+			}
+		}
 	}
-	if spilled {
-		b.Delete(payloadKey(j.ID), nil)
+	type group struct {
+		part int64
+		v    string
+		st   state.JobState
+	}
+	for _, ix := range filterIndexes {
+		runs := make(map[group][]int)
+		var order []group
+		for i, p := range puts {
+			g := group{p.j.Part, ix.value(p.j.Spec), p.j.State}
+			if _, ok := runs[g]; !ok {
+				order = append(order, g)
+			}
+			runs[g] = append(runs[g], i)
+		}
+		for _, g := range order {
+			prefix := append(valuePrefix(g.part, ix.key, g.v), byte(g.st))
+			for _, i := range runs[g] {
+				b.Set(binary.BigEndian.AppendUint64(prefix[:len(prefix):len(prefix)], puts[i].j.ID), values[i], nil)
+			}
+		}
+	}
+	for _, p := range puts {
+		if p.j.Spec.Key != "" {
+			b.Set(keyKey(p.j.Part, p.j.Spec.Key), binary.BigEndian.AppendUint64(nil, p.j.ID), nil)
+		}
 	}
 }
 
@@ -298,14 +473,48 @@ func deleteFinished(b *pebble.Batch, j *state.Job) {
 	}
 }
 
-// indexKeys returns the index entries of finished job j.
+// indexKeys returns the index entries of finished job j: the state
+// index's first, then the filter indexes'.
 func indexKeys(j *state.Job) [][]byte {
-	id := func(k []byte) []byte { return binary.BigEndian.AppendUint64(k, j.ID) }
-	return [][]byte{
-		id(indexPrefix(j.Part, 's', stateValue(j.State))),
-		id(indexPrefix(j.Part, 'k', j.Spec.Kind)),
-		id(indexPrefix(j.Part, 't', j.Spec.Target)),
+	keys := make([][]byte, 0, 1+len(filterIndexes))
+	keys = append(keys, binary.BigEndian.AppendUint64(statePrefix(j.Part, j.State), j.ID))
+	for _, ix := range filterIndexes {
+		k := append(valuePrefix(j.Part, ix.key, ix.value(j.Spec)), byte(j.State))
+		keys = append(keys, binary.BigEndian.AppendUint64(k, j.ID))
 	}
+	return keys
+}
+
+// entryValue is the value of every filter index entry of a job with spec
+// sp: its value for each filter index, in order, each uvarint-length
+// prefixed. A query with several filters checks the others on the entry
+// and reads only the records that pass.
+func entryValue(sp *state.Spec) []byte {
+	var v []byte
+	for _, ix := range filterIndexes {
+		x := ix.value(sp)
+		v = binary.AppendUvarint(v, uint64(len(x)))
+		v = append(v, x...)
+	}
+	return v
+}
+
+// passesEntry reports whether a filter index entry of value v passes q's
+// filters besides the state (which the entry's key holds); a value it
+// cannot read passes (the record is checked).
+func (q *tableQuery) passesEntry(v []byte) bool {
+	for _, ix := range filterIndexes {
+		n, w := binary.Uvarint(v)
+		if w <= 0 || uint64(len(v)-w) < n {
+			return true
+		}
+		x := v[w : w+int(n)]
+		v = v[w+int(n):]
+		if want := ix.query(q); want != "" && string(x) != want {
+			return false
+		}
+	}
+	return true
 }
 
 // dropParts adds to b the deletion of every partition that ends by at.
@@ -442,17 +651,63 @@ type tableQuery struct {
 	skip func(uint64) bool
 }
 
-// partCursor walks one partition's entries of one index in id order.
+// matches reports whether finished job j passes q's filters.
+func (q *tableQuery) matches(j *state.Job) bool {
+	if q.state != "" && j.State.String() != q.state {
+		return false
+	}
+	for _, ix := range filterIndexes {
+		if v := ix.query(q); v != "" && ix.value(j.Spec) != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ranges returns the key ranges, per partition, whose entries are the ids
+// of the jobs that may pass q, each range in id order: those of the first
+// filter index q names, for q's state or for each finished state (kind
+// 'f'); else those of the state index ('s'); else the records ('r'). It
+// reports false if no job can pass.
+func (q *tableQuery) ranges(end int64) (prefixes [][]byte, kind byte, ok bool) {
+	states := []state.JobState{state.Succeeded, state.Failed, state.Cancelled}
+	if q.state != "" {
+		st, ok := stateNamed(q.state)
+		if !ok || !st.Finished() {
+			return nil, 0, false
+		}
+		states = states[:0]
+		states = append(states, st)
+	}
+	for _, ix := range filterIndexes {
+		if v := ix.query(q); v != "" {
+			for _, st := range states {
+				prefixes = append(prefixes, append(valuePrefix(end, ix.key, v), byte(st)))
+			}
+			return prefixes, 'f', true
+		}
+	}
+	if q.state != "" {
+		return [][]byte{statePrefix(end, states[0])}, 's', true
+	}
+	return [][]byte{append(partPrefix(nil, end), 'r')}, 'r', true
+}
+
+// partCursor walks one range of entries (of an index or the records) of
+// one partition in id order.
 type partCursor struct {
 	end    int64
 	it     *pebble.Iterator
-	plen   int // the length of the index prefix before the id
+	plen   int // the length of the range's prefix before the id
 	id     uint64
 	valid  bool
-	record bool // the index is the records themselves
+	record bool // the range is the records themselves
+	filter bool // the range is a filter index's (entries hold entryValue)
 }
 
-func (c *partCursor) load() {
+// load reads the id at the iterator, stepping backwards when desc over
+// keys that are not entries of the range.
+func (c *partCursor) load(desc bool) {
 	c.valid = false
 	for c.it.Valid() {
 		k := c.it.Key()
@@ -460,61 +715,51 @@ func (c *partCursor) load() {
 			c.id, c.valid = binary.BigEndian.Uint64(k[c.plen:]), true
 			return
 		}
-		c.it.Next() // not an entry of this index (a longer value)
+		if desc {
+			c.it.Prev()
+		} else {
+			c.it.Next()
+		}
 	}
 }
 
 // list returns up to q.limit finished jobs of the partitions parts that
 // pass q, in id order after q.after, skipping the ids q.skip reports. It
-// walks the most selective index the query names (state, then target,
-// then kind, else the records) in every partition at once, merging by id,
-// and checks the other filters on each record: a page is short only at the
-// end of the matches.
+// walks the ranges of the index that q.ranges picks in every partition at
+// once, merging by id, and checks the filters on each record: a page is
+// short only at the end of the matches.
 func (t *table) list(q tableQuery, parts []int64) ([]state.Job, error) {
-	ix, v := byte('r'), ""
-	switch {
-	case q.state != "":
-		st, ok := stateNamed(q.state)
-		if !ok || !st.Finished() {
-			return nil, nil
-		}
-		ix, v = 's', stateValue(st)
-	case q.target != "":
-		ix, v = 't', q.target
-	case q.kind != "":
-		ix, v = 'k', q.kind
-	}
-	curs := make([]*partCursor, 0, len(parts))
+	var curs []*partCursor
 	defer func() {
 		for _, c := range curs {
 			c.it.Close()
 		}
 	}()
 	for _, end := range parts {
-		var prefix []byte
-		if ix == 'r' {
-			prefix = append(partPrefix(nil, end), 'r')
-		} else {
-			prefix = indexPrefix(end, ix, v)
+		prefixes, kind, ok := q.ranges(end)
+		if !ok {
+			return nil, nil
 		}
-		upper := append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-		it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
-		if err != nil {
-			return nil, tableError(t.path, err)
+		for _, prefix := range prefixes {
+			upper := append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+			it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+			if err != nil {
+				return nil, tableError(t.path, err)
+			}
+			c := &partCursor{end: end, it: it, plen: len(prefix), record: kind == 'r', filter: kind == 'f'}
+			curs = append(curs, c)
+			switch {
+			case q.desc && q.after == 0:
+				it.Last()
+			case q.desc:
+				it.SeekLT(binary.BigEndian.AppendUint64(bytes.Clone(prefix), q.after))
+			case q.after == 0:
+				it.First()
+			default:
+				it.SeekGE(binary.BigEndian.AppendUint64(bytes.Clone(prefix), q.after+1))
+			}
+			c.load(q.desc)
 		}
-		c := &partCursor{end: end, it: it, plen: len(prefix), record: ix == 'r'}
-		curs = append(curs, c)
-		switch {
-		case q.desc && q.after == 0:
-			it.Last()
-		case q.desc:
-			it.SeekLT(binary.BigEndian.AppendUint64(bytes.Clone(prefix), q.after))
-		case q.after == 0:
-			it.First()
-		default:
-			it.SeekGE(binary.BigEndian.AppendUint64(bytes.Clone(prefix), q.after+1))
-		}
-		c.loadDir(q.desc)
 	}
 	var out []state.Job
 	for len(out) < q.limit {
@@ -529,16 +774,20 @@ func (t *table) list(q tableQuery, parts []int64) ([]state.Job, error) {
 		}
 		id := best.id
 		var rec []byte
-		if best.record {
+		pass := true
+		switch {
+		case best.record:
 			rec = bytes.Clone(best.it.Value())
+		case best.filter:
+			pass = q.passesEntry(best.it.Value())
 		}
 		if q.desc {
 			best.it.Prev()
 		} else {
 			best.it.Next()
 		}
-		best.loadDir(q.desc)
-		if q.skip != nil && q.skip(id) {
+		best.load(q.desc)
+		if !pass || q.skip != nil && q.skip(id) {
 			continue
 		}
 		if rec == nil {
@@ -554,7 +803,7 @@ func (t *table) list(q tableQuery, parts []int64) ([]state.Job, error) {
 		if err != nil {
 			return nil, fmt.Errorf("embedded: the job table %s holds a bad record of job %d: %w; restore the directory from a backup", t.path, id, err)
 		}
-		if (q.state != "" && j.State.String() != q.state) || (q.kind != "" && j.Spec.Kind != q.kind) || (q.target != "" && j.Spec.Target != q.target) {
+		if !q.matches(j) {
 			continue
 		}
 		out = append(out, *j)
@@ -565,21 +814,4 @@ func (t *table) list(q tableQuery, parts []int64) ([]state.Job, error) {
 		}
 	}
 	return out, nil
-}
-
-// loadDir is load, stepping backwards when desc.
-func (c *partCursor) loadDir(desc bool) {
-	if !desc {
-		c.load()
-		return
-	}
-	c.valid = false
-	for c.it.Valid() {
-		k := c.it.Key()
-		if len(k) == c.plen+8 {
-			c.id, c.valid = binary.BigEndian.Uint64(k[c.plen:]), true
-			return
-		}
-		c.it.Prev()
-	}
 }

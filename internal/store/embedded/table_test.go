@@ -1,0 +1,246 @@
+package embedded
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/runlog/runlog/internal/journal"
+	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/testwait"
+	"github.com/runlog/runlog/retry"
+)
+
+// copyTree copies directory src into dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// walkAll returns the ids of every job that passes f, walking its pages
+// oldest first.
+func walkAll(t *testing.T, s *Store, f store.Filter) []uint64 {
+	t.Helper()
+	f.Oldest, f.Limit = true, 97
+	var ids []uint64
+	for {
+		page, next, err := s.List(context.Background(), f)
+		if err != nil {
+			t.Fatalf("%+v: %v", f, err)
+		}
+		for _, j := range page {
+			ids = append(ids, j.ID)
+		}
+		if next == 0 {
+			return ids
+		}
+		f.After = next
+	}
+}
+
+// checkFilters checks that every filter (each field and each pair and all
+// three) lists exactly the jobs of the unfiltered list that pass it.
+func checkFilters(t *testing.T, s *Store) {
+	t.Helper()
+	all := make(map[uint64]held)
+	ctx := context.Background()
+	for _, id := range walkAll(t, s, store.Filter{}) {
+		j, err := s.Job(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all[id] = held{state: j.State.String(), kind: j.Spec.Kind, target: j.Spec.Target}
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != st.Counts.Total() || len(all) == 0 {
+		t.Fatalf("the unfiltered list has %d jobs, the counts say %d", len(all), st.Counts.Total())
+	}
+	for _, stn := range []string{"", "succeeded", "failed", "cancelled", "pending"} {
+		for _, kind := range []string{"", "k1", "k4"} {
+			for _, target := range []string{"", "t2", "t6"} {
+				f := store.Filter{State: stn, Kind: kind, Target: target}
+				var want []uint64
+				for id, h := range all {
+					if (stn == "" || h.state == stn) && (kind == "" || h.kind == kind) && (target == "" || h.target == target) {
+						want = append(want, id)
+					}
+				}
+				slices.Sort(want)
+				if got := walkAll(t, s, f); !slices.Equal(got, want) {
+					t.Errorf("%+v: %d jobs, want %d (first difference at %d)", f, len(got), len(want), firstDiff(got, want))
+				}
+			}
+		}
+	}
+}
+
+// TestFormat1TableOpens: a directory written by runlog before the filter
+// indexes carried the end state (testdata/table1dir: 3000 jobs of
+// fillStore, the finished ones in a format 1 table) opens, its indexes
+// rebuilt: every filter and pair of filters lists what it should. A crash
+// before the rebuild is marked done (the table left at format 1 with new
+// entries written) rebuilds again to the same answers.
+func TestFormat1TableOpens(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	copyTree(t, filepath.Join("testdata", "table1dir"), dir)
+	opts := Options{Journal: journal.Options{NoPreallocate: true}, State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000}
+	open := func() *Store {
+		t.Helper()
+		s, err := Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := s.tbl.get(metaKey("version")); err != nil || !slices.Equal(v, []byte{tableVersion}) {
+			t.Fatalf("table format %v (%v), want %d", v, err, tableVersion)
+		}
+		return s
+	}
+	s := open()
+	if held := finishedHeld(s.st); held == s.st.Counts().Total()-s.st.Counts().Pending {
+		t.Fatalf("memory holds all %d finished jobs: the test needs them in the table", held)
+	}
+	checkFilters(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The crash before the mark: format 1 with format 2 entries.
+	db, err := pebble.Open(filepath.Join(dir, tableDir), &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(metaKey("version"), []byte{1}, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	defer s.Close()
+	checkFilters(t, s)
+}
+
+// BenchmarkSpillBatch times the spiller's table write of finished jobs
+// (the batch of records and index entries, and its commit into the
+// memtable, flushes and compactions included as they come), per job, for
+// jobs like the benchmark's W1 ones (a 50-byte payload, one attempt).
+func BenchmarkSpillBatch(b *testing.B) {
+	t, err := openTable(nil, b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer t.close()
+	const round = 4096
+	jobs := make([]state.Job, round)
+	b.ReportAllocs()
+	b.ResetTimer()
+	id := uint64(1)
+	for done := 0; done < b.N; done += round {
+		for i := range jobs {
+			jobs[i] = state.Job{ID: id, State: state.Succeeded, Part: 1_700_000_000_000, Spec: &state.Spec{Kind: "bench", Target: "t" + string(rune('0'+id%7)), Payload: make([]byte, 50), Policy: retry.DefaultPolicy()},
+				Attempts: []state.Attempt{{N: 1, StartedAt: 1_700_000_000_000, EndedAt: 1_700_000_000_001, Class: retry.Success, Ended: true}}}
+			id++
+		}
+		batch := t.db.NewBatch()
+		puts := make([]finishedPut, len(jobs))
+		for i := range jobs {
+			puts[i] = finishedPut{&jobs[i], jobs[i].Spec.Payload}
+		}
+		putFinished(batch, puts)
+		if err := batch.Commit(pebble.NoSync); err != nil {
+			b.Fatal(err)
+		}
+		batch.Close()
+	}
+}
+
+// TestSpillerCopiesOutWithoutAsking: finished jobs leave memory for the
+// table with nobody waiting on the spiller: once the store is quiet, and,
+// while ops keep coming, within spillMaxDelay of the first one waiting.
+func TestSpillerCopiesOutWithoutAsking(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := int64(1_700_000_000_000)
+	s, err := Open(t.TempDir(), Options{Journal: journal.Options{NoPreallocate: true}, State: state.Config{Circuit: testCircuit}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	finish := func(n int) {
+		jobs := make([]store.NewJob, n)
+		for i := range jobs {
+			jobs[i] = store.NewJob{Due: now, Spec: state.Spec{Kind: "k", Policy: retry.Policy{Attempts: 1}}}
+		}
+		if _, err := s.Enqueue(ctx, now, jobs); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := s.Claim(ctx, now, store.Limits{Max: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs := make([]store.Outcome, len(cs))
+		for i, c := range cs {
+			outs[i] = store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: retry.Success, AfterMS: -1}
+		}
+		if _, err := s.Finish(ctx, now, func() uint32 { return 0 }, outs, store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inMemory := func() (int, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := s.st.DoneLen()
+		return n, n == 0
+	}
+	finish(10)
+	testwait.UntilWithin(t, 20*time.Second, "the finished jobs of a quiet store copied out", inMemory)
+
+	// Busy: an enqueue at every turn, never 50 ms apart.
+	finish(10)
+	stop := make(chan struct{})
+	busy := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				busy <- nil
+				return
+			default:
+			}
+			if _, err := s.Enqueue(ctx, now, []store.NewJob{{Due: now + 3_600_000, Spec: state.Spec{Kind: "k"}}}); err != nil {
+				busy <- err
+				return
+			}
+		}
+	}()
+	testwait.UntilWithin(t, 20*time.Second, "the finished jobs of a busy store copied out", inMemory)
+	close(stop)
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+}
