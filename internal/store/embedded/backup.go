@@ -10,6 +10,7 @@ import (
 
 	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/snapshot"
 	"github.com/runlog/runlog/internal/store"
 	"github.com/runlog/runlog/internal/vfs"
@@ -86,17 +87,30 @@ func (s *Store) Backup(emit func(name string, size int64, r io.Reader) error) (u
 		return 0, err
 	}
 	for _, f := range files {
-		if err := emit(f.name, f.size, io.NewSectionReader(f.r, 0, f.size)); err != nil {
+		var r io.Reader = io.NewSectionReader(f.r, 0, f.size)
+		if f.pad > 0 {
+			r = io.MultiReader(r, io.LimitReader(zeros{}, f.pad))
+		}
+		if err := emit(f.name, f.size+f.pad, r); err != nil {
 			return 0, err
 		}
 	}
 	return seq, nil
 }
 
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
 // backupFile is one open file of a backup.
 type backupFile struct {
 	name  string // relative to the copy's root, slash-separated
 	size  int64
+	pad   int64 // zero bytes emitted after the file's size bytes
 	r     io.ReaderAt
 	close func() error
 }
@@ -143,6 +157,7 @@ func (s *Store) openBackupFiles() (files []backupFile, seq uint64, err error) {
 		}
 		files = append(files, f)
 	}
+	newest := -1
 	for _, sg := range s.j.Segments() {
 		if sg.FirstSeq > seq {
 			continue // the segment the rotation started, and any after it
@@ -152,6 +167,18 @@ func (s *Store) openBackupFiles() (files []backupFile, seq uint64, err error) {
 			return files, 0, err
 		}
 		files = append(files, f)
+		newest = len(files) - 1
+	}
+	if newest >= 0 {
+		// The sealed segment is the copy's newest: padded with zeros to
+		// its preallocated size, it reads as an active segment's free
+		// space (a newest segment shorter than that reads as cut).
+		f := &files[newest]
+		pre, err := journal.PreallocSize(f.r)
+		if err != nil {
+			return files, 0, fmt.Errorf("embedded: backup: %s: %w", f.name, err)
+		}
+		f.pad = max(0, pre-f.size)
 	}
 	err = walkTable(tfs, tmp, "", func(rel string, f pebblevfs.File, size int64) {
 		files = append(files, backupFile{name: tableDir + "/" + rel, size: size, r: f, close: f.Close})
