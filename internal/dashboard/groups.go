@@ -38,24 +38,58 @@ func normalizeReason(s string) string {
 	if len(s) > 1000 {
 		s = s[:1000]
 	}
-	s = reURL.ReplaceAllString(s, "<url>")
-	s = reUUID.ReplaceAllString(s, "<id>")
-	s = reIPv6.ReplaceAllString(s, "<addr>")
-	s = reIPv4.ReplaceAllString(s, "<addr>")
-	s = reHex.ReplaceAllStringFunc(s, func(m string) string {
-		if strings.IndexAny(m, "0123456789") < 0 || strings.IndexAny(strings.ToLower(m), "abcdef") < 0 {
-			return m // a word ("deadbeef"), or a number (below)
+	// Each pattern runs only when its mark is there: most reasons have
+	// no URL, UUID or IPv6 address, and the regexps cost more than the
+	// rest of the page (BenchmarkPages/failed).
+	if strings.Contains(s, "://") {
+		s = reURL.ReplaceAllString(s, "<url>")
+	}
+	if strings.Count(s, "-") >= 4 {
+		s = reUUID.ReplaceAllString(s, "<id>")
+	}
+	if strings.Contains(s, "[") {
+		s = reIPv6.ReplaceAllString(s, "<addr>")
+	}
+	if strings.Count(s, ".") >= 3 {
+		s = reIPv4.ReplaceAllString(s, "<addr>")
+	}
+	if hexRun(s) {
+		s = reHex.ReplaceAllStringFunc(s, func(m string) string {
+			if strings.IndexAny(m, "0123456789") < 0 || strings.IndexAny(strings.ToLower(m), "abcdef") < 0 {
+				return m // a word ("deadbeef"), or a number (below)
+			}
+			return "<id>"
+		})
+	}
+	if strings.IndexAny(s, "0123456789") >= 0 {
+		if strings.Contains(s, "HTTP ") {
+			s = reHTTP.ReplaceAllString(s, "HTTP "+keepToken+"$1"+keepToken)
 		}
-		return "<id>"
-	})
-	s = reHTTP.ReplaceAllString(s, "HTTP "+keepToken+"$1"+keepToken)
-	s = replaceOutside(s, reNumber, "<n>")
-	s = strings.ReplaceAll(s, keepToken, "")
+		s = replaceOutside(s, reNumber, "<n>")
+		s = strings.ReplaceAll(s, keepToken, "")
+	}
 	s = strings.TrimSpace(reSpaces.ReplaceAllString(s, " "))
 	if s == "" {
 		return "(no reason)"
 	}
 	return s
+}
+
+// hexRun reports whether s has a run of at least 8 hexadecimal digits
+// (a candidate for reHex).
+func hexRun(s string) bool {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20
+		if (s[i] >= '0' && s[i] <= '9') || (c >= 'a' && c <= 'f') {
+			if n++; n >= 8 {
+				return true
+			}
+			continue
+		}
+		n = 0
+	}
+	return false
 }
 
 // replaceOutside replaces the matches of re in s with repl, except within
@@ -113,6 +147,8 @@ func (h *handler) failedJobs(ctx context.Context, f filter, fn func(runlog.Job))
 func (h *handler) groupFailed(ctx context.Context, f filter) (groupsData, error) {
 	reasons, kinds, targets := map[string]*group{}, map[string]*group{}, map[string]*group{}
 	var d groupsData
+	// Reasons repeat (one failure, many jobs): each is normalized once.
+	norm := map[string]string{}
 	add := func(m map[string]*group, key string, j runlog.Job) {
 		g := m[key]
 		if g == nil {
@@ -123,7 +159,12 @@ func (h *handler) groupFailed(ctx context.Context, f filter) (groupsData, error)
 	}
 	more, err := h.failedJobs(ctx, f, func(j runlog.Job) {
 		d.Scanned++
-		add(reasons, normalizeReason(j.Reason), j)
+		key, ok := norm[j.Reason]
+		if !ok {
+			key = normalizeReason(j.Reason)
+			norm[j.Reason] = key
+		}
+		add(reasons, key, j)
 		add(kinds, j.Kind, j)
 		add(targets, j.Target, j)
 	})

@@ -293,3 +293,18 @@ func setupWith(t testing.TB, extra map[string]runlog.Handler) *bundle {
 	opts := Options{Recorder: rec, Logger: quietLogger()}
 	return &bundle{t: t, runner: r, rec: rec, handler: New(r, opts), opts: opts}
 }
+
+// BenchmarkNormalizeReason is the cost per distinct reason of the triage
+// (a page groups up to MaxGroupScan jobs; repeated reasons are normalized
+// once).
+func BenchmarkNormalizeReason(b *testing.B) {
+	reasons := []string{
+		"permanent failure: target answered HTTP 400 Bad Request: not retried (the target refuses this request as it is, so the same request would be refused again)",
+		"dial tcp 10.0.0.7:8443: connect: connection refused",
+		"post https://api.example.com/v1/orders/991: read tcp 10.1.2.3:5555->10.0.0.7:443: i/o timeout",
+		"request 3f2a9c1e-77b0-4c5e-9d1a-0b8e2f6a4c11 rejected: quota 1200 of 1000 used",
+	}
+	for i := 0; b.Loop(); i++ {
+		normalizeReason(reasons[i%len(reasons)])
+	}
+}
