@@ -55,13 +55,13 @@ func normalizeReason(s string) string {
 	}
 	if hexRun(s) {
 		s = reHex.ReplaceAllStringFunc(s, func(m string) string {
-			if strings.IndexAny(m, "0123456789") < 0 || strings.IndexAny(strings.ToLower(m), "abcdef") < 0 {
+			if !strings.ContainsAny(m, "0123456789") || !strings.ContainsAny(strings.ToLower(m), "abcdef") {
 				return m // a word ("deadbeef"), or a number (below)
 			}
 			return "<id>"
 		})
 	}
-	if strings.IndexAny(s, "0123456789") >= 0 {
+	if strings.ContainsAny(s, "0123456789") {
 		if strings.Contains(s, "HTTP ") {
 			s = reHTTP.ReplaceAllString(s, "HTTP "+keepToken+"$1"+keepToken)
 		}
