@@ -43,8 +43,11 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer backupMu.Unlock()
-	// A copy of gigabytes takes longer than the server's write timeout.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	// A copy of gigabytes takes longer than the server's write timeout
+	// (and its read timeout, which also bounds the request).
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
 	var tw *tar.Writer
 	start := func() {
 		h := w.Header()
