@@ -13,6 +13,10 @@ import (
 // own tools (pg_dump, or a base backup with WAL archiving).
 var ErrNoBackup = errors.New("runlog: this runner's store is PostgreSQL, which runlog does not copy: back the database up with pg_dump or a base backup")
 
+// ErrBackupRunning is returned by Backup while another backup of the same
+// runner runs: one at a time.
+var ErrBackupRunning = store.ErrBackupRunning
+
 // Backup copies the runner's data directory while it runs, without pausing
 // dispatch: it hands every file of a directory that opens to the runner's
 // state as of one durable journal record (the sequence number returned) to

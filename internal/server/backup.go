@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/runlog/runlog"
@@ -28,21 +27,11 @@ const (
 	TrailerBackupSeq = "Runlog-Backup-Seq"
 )
 
-// backupMu lets one backup run at a time per process: each holds a
-// checkpoint of the job table on disk while it streams.
-var backupMu sync.Mutex
-
 // backup streams a consistent copy of the data directory as a tar archive
 // (Runner.Backup). An error before the first byte is answered in JSON;
 // after it, the connection is cut, so the client's archive ends short
 // (tar reports an unexpected EOF) and is never taken for a whole copy.
 func (a *API) backup(w http.ResponseWriter, r *http.Request) {
-	if !backupMu.TryLock() {
-		w.Header().Set("Retry-After", "10")
-		writeError(w, http.StatusConflict, "a backup is already running on this server; wait for it to end and try again")
-		return
-	}
-	defer backupMu.Unlock()
 	// A copy of gigabytes takes longer than the server's write timeout
 	// (and its read timeout, which also bounds the request).
 	rc := http.NewResponseController(w)
@@ -73,9 +62,15 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case err != nil && tw == nil:
-		status := http.StatusServiceUnavailable
-		if errors.Is(err, runlog.ErrNoBackup) {
+		status := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, runlog.ErrClosed):
+			status = http.StatusServiceUnavailable
+		case errors.Is(err, runlog.ErrNoBackup):
 			status = http.StatusNotImplemented
+		case errors.Is(err, runlog.ErrBackupRunning):
+			status = http.StatusConflict
+			w.Header().Set("Retry-After", "10")
 		}
 		writeError(w, status, "backup failed: "+err.Error())
 		return

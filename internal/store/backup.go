@@ -1,6 +1,14 @@
 package store
 
-import "io"
+import (
+	"errors"
+	"io"
+)
+
+// ErrBackupRunning is returned by Backuper.Backup while another backup of
+// the same store runs: one at a time (each holds a checkpoint of the job
+// table on disk while it copies).
+var ErrBackupRunning = errors.New("a backup of this store is already running: wait for it to end and try again")
 
 // Backuper is a store that can copy its data, while it runs, into a
 // directory that opens to its state as of one durable journal record (the

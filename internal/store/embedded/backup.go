@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 
@@ -23,6 +24,10 @@ import (
 const backupTmp = "backup.tmp"
 
 var _ store.Backuper = (*Store)(nil)
+
+// backups holds the stores a backup runs on (one at a time per store: it
+// has one checkpoint directory).
+var backups sync.Map
 
 // Backup copies, while the store runs, a directory that opens to the state
 // as of one durable journal record (the returned sequence number): every
@@ -57,6 +62,10 @@ var _ store.Backuper = (*Store)(nil)
 // snapshot and the journal after it, and the table is at least as far as
 // that snapshot needs and no further than the journal (docs/snapshots.md).
 func (s *Store) Backup(emit func(name string, size int64, r io.Reader) error) (uint64, error) {
+	if _, busy := backups.LoadOrStore(s, true); busy {
+		return 0, store.ErrBackupRunning
+	}
+	defer backups.Delete(s)
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
