@@ -100,6 +100,8 @@ type overviewData struct {
 	// those the Recorder saw in the last hour.
 	Targets   int
 	hourChart // Chart nil without a Recorder
+	// Empty: no job at all yet: the page shows the first command to run.
+	Empty bool
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
@@ -108,7 +110,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.engineError(w, r, err)
 		return
 	}
-	d := overviewData{Stats: st}
+	d := overviewData{Stats: st, Empty: stateCount(st, "") == 0}
 	if now := h.now(); !st.OldestDue.IsZero() && st.OldestDue.Before(now) {
 		d.Lag = now.Sub(st.OldestDue)
 	}

@@ -262,6 +262,7 @@ func TestEmptyStates(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{})
 	for path, want := range map[string]string{
+		"/":        "runlog enqueue --url",
 		"/jobs":    "runlog enqueue --url",
 		"/failed":  "No failed job",
 		"/targets": "runlog enqueue --url",
