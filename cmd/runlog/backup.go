@@ -97,6 +97,9 @@ func runBackup(argv []string, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("%w (nothing was kept in %s)", err, dest))
 	}
 	rep, err := embedded.Verify(vfs.OS{}, dest, embedded.Options{State: state.Config{Circuit: retry.DefaultCircuit()}})
+	if err == nil && rep.Journal.Torn != nil {
+		err = fmt.Errorf("its journal ends in a torn write (%s): a copy never does", rep.Journal.Torn.Reason)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "runlog backup: the copy in %s does not verify: %v\n", dest, err)
 		return exitCorrupt
@@ -153,7 +156,11 @@ func runRestore(argv []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	opts := embedded.Options{State: state.Config{Circuit: retry.DefaultCircuit()}}
-	if _, err := embedded.Verify(vfs.OS{}, from, opts); err != nil {
+	rep0, err := embedded.Verify(vfs.OS{}, from, opts)
+	if err == nil && rep0.Journal.Torn != nil {
+		err = fmt.Errorf("its journal ends in a torn write (%s), which a copy made by runlog backup never does: it was damaged, or is not a backup", rep0.Journal.Torn.Reason)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "runlog restore: the backup %s does not verify, nothing was restored: %v\n", from, err)
 		return exitCorrupt
 	}

@@ -183,6 +183,26 @@ func TestBackupLiveServer(t *testing.T) {
 	if code, out, errOut := runCLI(t, nil, "restore", dest2, restored); code != exitOK {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errOut)
 	}
+	// A damaged backup is refused, and nothing is restored.
+	snaps, _ := filepath.Glob(filepath.Join(dest2, "snap-*.snap"))
+	if len(snaps) == 0 {
+		t.Fatalf("the offline copy holds no snapshot")
+	}
+	b, err := os.ReadFile(snaps[len(snaps)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(snaps[len(snaps)-1], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nowhere := filepath.Join(t.TempDir(), "nowhere")
+	if code, _, errOut := runCLI(t, nil, "restore", dest2, nowhere); code != exitCorrupt || !strings.Contains(errOut, "does not verify") {
+		t.Fatalf("restore of a damaged backup: exit %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(nowhere); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore created %s", nowhere)
+	}
 	r := startServe(t, restored, "--token", token)
 	rc := r.client()
 	rc.Token = token
