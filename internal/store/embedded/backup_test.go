@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
 	"github.com/runlog/runlog/internal/vfs"
@@ -162,4 +163,41 @@ func TestBackupClosedStore(t *testing.T) {
 	if _, err := s.Backup(func(string, int64, io.Reader) error { return nil }); err == nil {
 		t.Fatal("Backup of a closed store succeeded")
 	}
+}
+
+// TestBackupPreallocatedSegments: with preallocated segments, the copy's
+// newest segment (sealed, so cut to its records) is padded back to its
+// preallocated size; without that, opening the copy reads it as cut.
+func TestBackupPreallocatedSegments(t *testing.T) {
+	dir, dest := t.TempDir(), filepath.Join(t.TempDir(), "copy")
+	opts := Options{Journal: journal.Options{SegmentSize: 64 << 10}, State: state.Config{Circuit: testCircuit}, Now: 1}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 10 {
+		if _, err := s.Enqueue(context.Background(), 1, []store.NewJob{{Spec: state.Spec{Kind: "k", Target: "t"}, Due: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := NewDirWriter(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Backup(w.Write); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(vfs.OS{}, dest, opts)
+	if err != nil || rep.Journal.Torn != nil || rep.Jobs != 10 {
+		t.Fatalf("Verify(copy) = %d jobs, torn %v, %v; want 10 jobs, clean", rep.Jobs, rep.Journal.Torn, err)
+	}
+	c, err := Open(dest, opts)
+	if err != nil {
+		t.Fatalf("open the copy: %v", err)
+	}
+	c.Close()
 }
