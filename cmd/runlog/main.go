@@ -56,6 +56,8 @@ func init() {
 		"stats":    {summary: "show job counts by state and the queue lag", run: runStats},
 		"version":  {summary: "print the version, commit and Go toolchain of this binary", run: runVersion},
 		"journal":  {summary: "inspect a journal directory: journal verify DIR | dump DIR | state DIR --at SEQ | snapshot DIR", run: runJournal},
+		"backup":   {summary: "copy a data directory, consistently, while its server runs or not: backup DIR DEST", run: runBackup},
+		"restore":  {summary: "copy a backup into a new data directory, checked: restore BACKUP DIR", run: runRestore},
 		"migrate":  {summary: "create or upgrade the PostgreSQL schema: migrate --postgres URL [--plan]", run: runMigrate},
 		"loadtest": {summary: "measure enqueue and delivery throughput against a server", run: runLoadtest, hidden: true},
 	}

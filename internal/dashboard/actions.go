@@ -214,3 +214,90 @@ func (h *handler) retryMatching(w http.ResponseWriter, r *http.Request) {
 	h.log.Info("dashboard: retried matching failed jobs", "ok", t.ok, "skipped", t.skipped, "failed", t.failed, "more", more, "remote", r.RemoteAddr)
 	done(w, r, to, msg)
 }
+
+// retryGroup retries the failed jobs of one group of the failed page's
+// triage (form fields "by": reason, kind or target, and "group": its key,
+// plus the page's filter): the same bounded scan as the page, the newest
+// MaxGroupScan failed jobs, so it acts on the jobs the page counted.
+func (h *handler) retryGroup(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r.PostForm)
+	if err != nil {
+		h.errorPage(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	by, key := r.PostForm.Get("by"), r.PostForm.Get("group")
+	var keyOf func(runlog.Job) string
+	switch by {
+	case "reason":
+		keyOf = func(j runlog.Job) string { return normalizeReason(j.Reason) }
+	case "kind":
+		keyOf = func(j runlog.Job) string { return j.Kind }
+	case "target":
+		keyOf = func(j runlog.Job) string { return j.Target }
+	default:
+		h.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("unknown grouping %q: use reason, kind or target", by))
+		return
+	}
+	var ids []uint64
+	if _, err := h.failedJobs(r.Context(), f, func(j runlog.Job) {
+		if keyOf(j) == key {
+			ids = append(ids, j.ID)
+		}
+	}); err != nil {
+		h.engineError(w, r, err)
+		return
+	}
+	var t tally
+	for _, id := range ids {
+		t.add(h.runner.Retry(r.Context(), id), runlog.ErrNotFailed)
+	}
+	h.log.Info("dashboard: retried a group of failed jobs", "by", by, "ok", t.ok, "skipped", t.skipped, "failed", t.failed, "remote", r.RemoteAddr)
+	msg := t.report("Retried", "no longer failed")
+	if len(ids) == 0 {
+		msg = "No failed job is left in this group: nothing was retried."
+	}
+	done(w, r, back(r, "/failed"), msg)
+}
+
+// cancelMatching cancels every pending or running job matching the form's
+// filter (state, kind, target, q), paging through List oldest first, at
+// most MaxRetryMatching per request.
+func (h *handler) cancelMatching(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r.PostForm)
+	if err != nil {
+		h.errorPage(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	if f.State != string(runlog.StatePending) && f.State != string(runlog.StateRunning) {
+		h.errorPage(w, r, http.StatusBadRequest, "cancel all matching takes state pending or running: finished jobs cannot be cancelled")
+		return
+	}
+	f.After, f.Before, f.Oldest = 0, 0, true
+	reason := cancelReason(r)
+	var t tally
+	more := false
+	for {
+		page, err := h.runner.List(r.Context(), f.list(min(1000, MaxRetryMatching-t.ok-t.skipped-t.failed)))
+		if err != nil {
+			h.engineError(w, r, err)
+			return
+		}
+		for _, j := range page.Jobs {
+			t.add(h.runner.Cancel(r.Context(), j.ID, reason), runlog.ErrFinished)
+		}
+		if page.Next == 0 {
+			break
+		}
+		if t.ok+t.skipped+t.failed >= MaxRetryMatching {
+			more = true
+			break
+		}
+		f.After = page.Next
+	}
+	msg := t.report("Cancelled", "already finished, or gone")
+	if more {
+		msg += fmt.Sprintf(" More jobs match: this action cancels at most %d at a time; run it again.", MaxRetryMatching)
+	}
+	h.log.Info("dashboard: cancelled matching jobs", "state", f.State, "ok", t.ok, "skipped", t.skipped, "failed", t.failed, "more", more, "remote", r.RemoteAddr)
+	done(w, r, back(r, "/jobs"), msg)
+}

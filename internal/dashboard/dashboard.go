@@ -133,6 +133,8 @@ func (h *handler) routes() {
 	m.HandleFunc("POST /jobs/{id}/cancel", h.cancelOne)
 	m.HandleFunc("POST /actions/bulk", h.bulk)
 	m.HandleFunc("POST /actions/retry-matching", h.retryMatching)
+	m.HandleFunc("POST /actions/retry-group", h.retryGroup)
+	m.HandleFunc("POST /actions/cancel-matching", h.cancelMatching)
 	// GET only, so that a wrong method on a page's path answers 405.
 	m.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("There is no page %s.", r.URL.Path))

@@ -39,8 +39,8 @@ func TestPages(t *testing.T) {
 		{"/jobs?kind=bad", []string{fmt.Sprintf(`href="/jobs/%d"`, bad)}, []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}},
 		{fmt.Sprintf("/jobs/%d", bad), []string{`id="job-state">failed<`, "400 Bad Request", `id="retry-button"`, "permanent", "&#34;n&#34;: 1"}, []string{`id="cancel-button"`}},
 		{fmt.Sprintf("/jobs/%d", future), []string{`id="job-state">pending<`, `id="next-attempt"`, `id="cancel-button"`, "No attempt yet"}, []string{`id="retry-button"`}},
-		{"/failed", []string{fmt.Sprintf(`href="/jobs/%d"`, bad), fmt.Sprintf(`formaction="/jobs/%d/retry"`, bad), "Dead letters", `action="/actions/retry-matching"`, "Retry all 2 failed jobs"}, []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}},
-		{"/targets", []string{`data-target="partner.example"`, `data-target="flaky.example"`, `<svg class="chart"`, "0 ok · 3 failed", "1 ok · 1 failed", "see jobs"}, nil},
+		{"/failed", []string{fmt.Sprintf(`href="/jobs/%d"`, bad), fmt.Sprintf(`formaction="/jobs/%d/retry"`, bad), "Dead letters", `action="/actions/retry-matching"`, "Retry all 2 failed jobs", `id="groups"`, `data-groups="reason"`, `action="/actions/retry-group"`, `data-tab="failed" aria-current="page"`}, []string{fmt.Sprintf(`href="/jobs/%d"`, ok)}},
+		{"/targets", []string{`data-target="partner.example"`, `data-target="flaky.example"`, `<svg class="chart"`, "0 ok · 3 failed", "1 ok · 1 failed", "data-pending>"}, []string{"see jobs"}},
 		{"/logout", []string{"nothing to log out of"}, nil},
 	}
 	for _, tt := range tests {

@@ -279,7 +279,7 @@ func TestBrowser(t *testing.T) {
 	}
 	// The page refreshes itself while the job is pending or running.
 	testwait.ForWithin(t, 20*time.Second, "the job page shows the retried job succeeded", func() bool { return textIs("#job-state", "succeeded") })
-	attempts, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll("#attempts tbody tr[data-attempt]")))
+	attempts, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll("#timeline li[data-attempt]")))
 	if err != nil || len(attempts) != 2 {
 		t.Errorf("the job page shows %d attempts (%v), want 2 (the refused one and the retry)", len(attempts), err)
 	}

@@ -100,6 +100,8 @@ type overviewData struct {
 	// those the Recorder saw in the last hour.
 	Targets   int
 	hourChart // Chart nil without a Recorder
+	// Empty: no job at all yet: the page shows the first command to run.
+	Empty bool
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
@@ -108,11 +110,12 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.engineError(w, r, err)
 		return
 	}
-	d := overviewData{Stats: st}
+	d := overviewData{Stats: st, Empty: stateCount(st, "") == 0}
 	if now := h.now(); !st.OldestDue.IsZero() && st.OldestDue.Before(now) {
 		d.Lag = now.Sub(st.OldestDue)
 	}
 	for _, t := range st.Targets {
+		t = liveBreaker(t, h.now())
 		switch t.State {
 		case "open":
 			d.Open = append(d.Open, t)
@@ -141,6 +144,9 @@ type filter struct {
 	State, Kind, Target, Q string
 	Oldest                 bool
 	After                  uint64
+	// Before is the cursor of a previous page: the page of jobs that
+	// come right before it in the order.
+	Before uint64
 }
 
 // states lists the job states in the order the dashboard shows them.
@@ -175,16 +181,32 @@ func parseFilter(q url.Values) (filter, error) {
 		}
 		f.After = n
 	}
+	if b := q.Get("before"); b != "" {
+		n, err := strconv.ParseUint(b, 10, 64)
+		if err != nil || f.After != 0 {
+			return filter{}, fmt.Errorf("the cursor %q is not a page cursor: follow the Previous link", b)
+		}
+		f.Before = n
+	}
 	return f, nil
 }
 
 // list is the engine filter of f.
+// A previous page is read in the other order from its cursor, and
+// reversed (see list).
 func (f filter) list(limit int) runlog.ListFilter {
+	if f.Before != 0 {
+		return runlog.ListFilter{State: runlog.State(f.State), Kind: f.Kind, Target: f.Target, Search: f.Q, After: f.Before, Limit: limit, Oldest: !f.Oldest}
+	}
 	return runlog.ListFilter{State: runlog.State(f.State), Kind: f.Kind, Target: f.Target, Search: f.Q, After: f.After, Limit: limit, Oldest: f.Oldest}
 }
 
 // query encodes f (with the given cursor) as a query string.
-func (f filter) query(after uint64) string {
+func (f filter) query(after uint64) string { return f.queryPage(after, 0) }
+
+// queryPage encodes f with a next-page (after) or previous-page (before)
+// cursor.
+func (f filter) queryPage(after, before uint64) string {
 	v := url.Values{}
 	for k, s := range map[string]string{"state": f.State, "kind": f.Kind, "target": f.Target, "q": f.Q} {
 		if s != "" {
@@ -197,6 +219,9 @@ func (f filter) query(after uint64) string {
 	if after != 0 {
 		v.Set("after", strconv.FormatUint(after, 10))
 	}
+	if before != 0 {
+		v.Set("before", strconv.FormatUint(before, 10))
+	}
 	return v.Encode()
 }
 
@@ -208,8 +233,18 @@ type listData struct {
 	First   string // URL of the first page, "" on it
 	States  []runlog.State
 	Targets []string
+	Prev    string // URL of the previous page, "" on the first
+	Tabs    []stateTab
 	Failed  bool // the failed-jobs page
 	Count   int  // jobs in the state filtered on (from Stats), -1 if unknown
+	// Empty: no job at all in this state (nothing filtered): the page
+	// shows the first command to run instead of an empty table.
+	Empty bool
+	// Groups is the failed page's triage (first page only), nil elsewhere.
+	Groups *groupsData
+	// Cancellable: the filter selects only pending or running jobs, so
+	// "cancel all matching" applies.
+	Cancellable bool
 	// Exact is the job whose id is the search text, if there is one: the
 	// search matches substrings, so its row may be far down the pages.
 	Exact *runlog.Job
@@ -241,17 +276,45 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, failedPage bool) 
 		return
 	}
 	d := listData{Filter: f, Jobs: page.Jobs, States: states, Failed: failedPage, Count: -1}
-	if page.Next != 0 {
-		d.Next = path + "?" + f.query(page.Next)
+	if f.Before != 0 {
+		// Read backwards from the cursor: reverse, and link on both sides.
+		slices.Reverse(d.Jobs)
+		if page.Next != 0 {
+			d.Prev = path + "?" + f.queryPage(0, d.Jobs[0].ID)
+		}
+		if n := len(d.Jobs); n > 0 {
+			d.Next = path + "?" + f.queryPage(d.Jobs[n-1].ID, 0)
+		}
+		if d.Prev != "" {
+			d.First = path + "?" + f.query(0)
+		}
+	} else {
+		if page.Next != 0 {
+			d.Next = path + "?" + f.query(page.Next)
+		}
+		if f.After != 0 && len(d.Jobs) > 0 {
+			d.Prev = path + "?" + f.queryPage(0, d.Jobs[0].ID)
+		}
+		if f.After != 0 {
+			d.First = path + "?" + f.query(0)
+		}
 	}
-	if f.After != 0 {
-		d.First = path + "?" + f.query(0)
+	d.Tabs = stateTabs(st, f, path)
+	d.Cancellable = f.State == string(runlog.StatePending) || f.State == string(runlog.StateRunning)
+	if failedPage && f.After == 0 && f.Before == 0 && len(d.Jobs) > 0 {
+		g, err := h.groupFailed(r.Context(), f)
+		if err != nil {
+			h.engineError(w, r, err)
+			return
+		}
+		d.Groups = &g
 	}
 	for _, t := range st.Targets {
 		d.Targets = append(d.Targets, t.Target)
 	}
 	if f.Kind == "" && f.Target == "" && f.Q == "" {
 		d.Count = stateCount(st, runlog.State(f.State))
+		d.Empty = d.Count == 0 && len(d.Jobs) == 0
 	}
 	if id, err := parseID(f.Q); err == nil && f.After == 0 {
 		if j, err := h.runner.Job(r.Context(), id); err == nil {
@@ -259,6 +322,44 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, failedPage bool) 
 		}
 	}
 	h.render(w, r, http.StatusOK, "jobs", pageData{Title: title, Nav: nav, Data: d})
+}
+
+// stateTab is one tab of the jobs pages: a state with its count.
+type stateTab struct {
+	Label  string
+	State  string // "" for every state
+	Count  int
+	URL    string
+	Active bool
+}
+
+// stateTabs are the tabs of the jobs pages: every state with its count
+// (of all jobs in it, from the engine's counters), linking to the list
+// with the page's other filters kept; failed links to the failed page.
+func stateTabs(st runlog.Stats, f filter, path string) []stateTab {
+	cur := f.State
+	if path == "/failed" {
+		cur = string(runlog.StateFailed)
+	}
+	f.After, f.Before = 0, 0
+	tabs := make([]stateTab, 0, len(states)+1)
+	for _, s := range append([]runlog.State{""}, states...) {
+		g := f
+		g.State = string(s)
+		url := "/jobs"
+		if s == runlog.StateFailed {
+			g.State, url = "", "/failed"
+		}
+		if q := g.query(0); q != "" {
+			url += "?" + q
+		}
+		label := string(s)
+		if s == "" {
+			label = "all"
+		}
+		tabs = append(tabs, stateTab{Label: label, State: string(s), Count: stateCount(st, s), URL: url, Active: string(s) == cur})
+	}
+	return tabs
 }
 
 // stateCount is the number of jobs in state s (all jobs for "").
@@ -288,6 +389,7 @@ type jobData struct {
 	CanRetry    bool
 	CanCancel   bool
 	Live        bool // not finished: the page refreshes itself
+	Timeline    []event
 }
 
 // attemptView is one row of the attempts table.
@@ -340,10 +442,12 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := range st.Targets {
 		if st.Targets[i].Target == j.Target {
-			d.Breaker = &st.Targets[i]
+			b := liveBreaker(st.Targets[i], now)
+			d.Breaker = &b
 			break
 		}
 	}
+	d.Timeline = timeline(j, d.Attempts, d.Breaker, now)
 	switch j.State {
 	case runlog.StateFailed, runlog.StateCancelled:
 		d.CanRetry = true
@@ -387,10 +491,6 @@ func prettyPayload(p []byte) (text, note string) {
 // targetView is one row of the targets page.
 type targetView struct {
 	runlog.TargetStats
-	// Tracked: the runner reports the target (its breaker has history);
-	// a target only the Recorder has seen has a closed, clean breaker and
-	// no known load.
-	Tracked bool
 	hourChart
 }
 
@@ -403,7 +503,7 @@ func (h *handler) targets(w http.ResponseWriter, r *http.Request) {
 	views := make([]targetView, 0, len(st.Targets))
 	known := make(map[string]bool, len(st.Targets))
 	for _, t := range st.Targets {
-		views = append(views, targetView{TargetStats: t, Tracked: true})
+		views = append(views, targetView{TargetStats: liveBreaker(t, h.now())})
 		known[t.Target] = true
 	}
 	if rec := h.opts.Recorder; rec != nil {
@@ -416,6 +516,6 @@ func (h *handler) targets(w http.ResponseWriter, r *http.Request) {
 			views[i].hourChart = newHourChart(rec.TargetLastHour(views[i].Target), 180, 32)
 		}
 	}
-	slices.SortFunc(views, func(a, b targetView) int { return strings.Compare(a.Target, b.Target) })
+	slices.SortFunc(views, func(a, b targetView) int { return naturalCompare(a.Target, b.Target) })
 	h.render(w, r, http.StatusOK, "targets", pageData{Title: "Targets", Nav: "targets", Data: views})
 }

@@ -78,6 +78,21 @@ var pages = func() map[string]*template.Template {
 		"human":    human,
 		"plural":   plural,
 		"maxRetry": func() int { return MaxRetryMatching },
+		// dict builds a map for a sub-template: dict "k1" v1 "k2" v2 ...
+		"dict": func(kv ...any) (map[string]any, error) {
+			if len(kv)%2 != 0 {
+				return nil, fmt.Errorf("dict: %d arguments, want key-value pairs", len(kv))
+			}
+			m := make(map[string]any, len(kv)/2)
+			for i := 0; i < len(kv); i += 2 {
+				k, ok := kv[i].(string)
+				if !ok {
+					return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+				}
+				m[k] = kv[i+1]
+			}
+			return m, nil
+		},
 		"short": func(s string, n int) string {
 			if len(s) <= n {
 				return s

@@ -604,7 +604,7 @@ func statusOutcome(status int, retryAfter string, now time.Time) error {
 		}
 		return err
 	default:
-		return runlog.Permanent(fmt.Errorf("target answered HTTP %d %s: not retried; fix the request and retry the job", status, http.StatusText(status)))
+		return runlog.Permanent(fmt.Errorf("target answered HTTP %d %s: not retried (the target refuses this request as it is, so the same request would be refused again)", status, http.StatusText(status)))
 	}
 }
 

@@ -52,6 +52,10 @@ type APIConfig struct {
 	// ReadOnly refuses every request that would change something (any
 	// method but GET, HEAD and OPTIONS) with 403.
 	ReadOnly bool
+	// DataDir is the server's data directory, if it has one: GET
+	// /v1/backup names it so that runlog backup DIR can check that DIR is
+	// this server's.
+	DataDir string
 	// BasePath, when not empty, is the path the API is mounted at
 	// ("/runlog"): it serves /runlog/v1/..., /runlog/healthz and
 	// /runlog/metrics, and its Location headers carry it. It must start
@@ -103,6 +107,7 @@ func (a *API) routes() {
 	m.HandleFunc("PUT /v1/targets/secrets", a.putSecret)
 	m.HandleFunc("DELETE /v1/targets/secrets", a.deleteSecret)
 	m.HandleFunc("GET /v1/stats", a.stats)
+	m.HandleFunc("GET /v1/backup", a.backup)
 	m.HandleFunc("GET /v1/openapi.yaml", serveOpenAPI)
 	if a.cfg.Metrics != nil {
 		m.Handle("GET /metrics", a.cfg.Metrics)
@@ -116,6 +121,7 @@ func (a *API) routes() {
 		"GET /v1/jobs/batch": "POST",
 		"/v1/targets":        "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
 		"/v1/targets/secrets": "PUT, DELETE",
+		"/v1/backup":          "GET",
 	}
 	if a.cfg.Metrics != nil {
 		allowed["/metrics"] = "GET"

@@ -90,6 +90,8 @@ func TestOpenAPIConformance(t *testing.T) {
 		{"GET", "/v1/openapi.yaml", auth, "", 200},
 		{"GET", "/v1/openapi.yaml", "", "", 401},
 		{"GET", "/metrics", auth, "", 200},
+		{"GET", "/v1/backup", auth, "", 200},
+		{"GET", "/v1/backup", "", "", 401},
 		{"GET", "/metrics", "", "", 401},
 	} {
 		var body io.Reader
@@ -156,7 +158,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	if err := openapi3filter.ValidateResponse(ctx, bad); err == nil {
 		t.Error("a stats answer with a string count passed the validation")
 	}
-	for _, op := range []string{"health", "enqueueJob", "enqueueJobs", "listJobs", "getJob", "cancelJob", "retryJob", "listTargets", "getStats", "getOpenAPI", "getMetrics"} {
+	for _, op := range []string{"health", "enqueueJob", "enqueueJobs", "listJobs", "getJob", "cancelJob", "retryJob", "listTargets", "getStats", "getOpenAPI", "getMetrics", "getBackup"} {
 		if !seen[op] {
 			t.Errorf("operation %s not exercised", op)
 		}

@@ -192,6 +192,7 @@ func Start(cfg Config) (*Server, error) {
 		rc.MaxPayload = int(cfg.MaxBody)
 	}
 	var runner *runlog.Runner
+	var dataDir string
 	if cfg.Postgres != "" {
 		runner, err = postgres.OpenWith(context.Background(), cfg.Postgres, rc, cfg.PostgresOptions)
 		if err != nil {
@@ -201,6 +202,9 @@ func Start(cfg Config) (*Server, error) {
 		runner, err = runlog.Open(cfg.Dir, rc)
 		if err != nil {
 			return nil, fmt.Errorf("server: open journal %s: %w", cfg.Dir, err)
+		}
+		if dataDir, err = filepath.Abs(cfg.Dir); err != nil {
+			dataDir = cfg.Dir
 		}
 	}
 	metrics.Watch(runner)
@@ -235,6 +239,7 @@ func Start(cfg Config) (*Server, error) {
 		Logger:    cfg.Logger,
 		Limiter:   limiter,
 		Secrets:   secrets,
+		DataDir:   dataDir,
 	})
 	g, err := newGuard(api, cfg.Addr, cfg.Hostnames)
 	if err != nil {

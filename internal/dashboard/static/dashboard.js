@@ -1,6 +1,7 @@
 // runlog dashboard: the little behaviour htmx does not give. The pages work
 // without it; it shows the controls that need JavaScript, remembers the
-// auto-refresh pause and ticks every job box at once.
+// auto-refresh pause, ticks every job box at once, and holds a list's
+// refresh while jobs are ticked in it.
 (function () {
   "use strict";
   var KEY = "runlog.refreshPaused";
@@ -27,6 +28,11 @@
   // A paused page skips its periodic refresh requests.
   document.addEventListener("htmx:beforeRequest", function (e) {
     var elt = e.detail && e.detail.elt;
-    if (elt && elt.hasAttribute && elt.hasAttribute("data-refresh") && paused()) { e.preventDefault(); }
+    if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-refresh")) { return; }
+    // A list with ticked jobs, or a focused field, is not replaced under
+    // the user's hand.
+    var busy = elt.querySelector("input[name=id]:checked") ||
+      (document.activeElement && elt.contains(document.activeElement) && document.activeElement !== document.body);
+    if (paused() || busy) { e.preventDefault(); }
   });
 })();

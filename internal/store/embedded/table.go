@@ -51,6 +51,7 @@ import (
 type table struct {
 	db   *pebble.DB
 	path string
+	fs   pebblevfs.FS // the filesystem the table lives on (backup.go reads it)
 
 	mu      sync.Mutex
 	err     error         // guarded by mu: the first background error
@@ -167,7 +168,7 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 func openTable(fsys pebblevfs.FS, dir string, logf func(string, ...any)) (*table, error) {
 	path := filepath.Join(dir, tableDir)
 	o, cache := tableOptions(fsys, logf, false)
-	t := &table{path: path, failed: make(chan struct{})}
+	t := &table{path: path, fs: fsys, failed: make(chan struct{})}
 	corrupt := o.EventListener.DataCorruption
 	o.EventListener = &pebble.EventListener{
 		BackgroundError: func(err error) {
