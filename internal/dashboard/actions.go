@@ -37,6 +37,27 @@ func (h *handler) retryOne(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// replayOne re-sends a finished job as a new job (Runner.Replay) and shows
+// the new job's page.
+func (h *handler) replayOne(w http.ResponseWriter, r *http.Request) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		h.errorPage(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	nid, err := h.runner.Replay(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, runlog.ErrNotReplayable) {
+			done(w, r, "/jobs/"+strconv.FormatUint(id, 10), fmt.Sprintf("Job %d was not replayed: it has not finished.", id))
+			return
+		}
+		h.engineError(w, r, err)
+		return
+	}
+	h.log.Info("dashboard: job replayed", "id", id, "new", nid, "remote", r.RemoteAddr)
+	done(w, r, "/jobs/"+strconv.FormatUint(nid, 10), fmt.Sprintf("Job %d is a replay of job %d.", nid, id))
+}
+
 func (h *handler) cancelOne(w http.ResponseWriter, r *http.Request) {
 	h.oneJob(w, r, jobAction{
 		do:      func(r *http.Request, id uint64) error { return h.runner.Cancel(r.Context(), id, cancelReason(r)) },

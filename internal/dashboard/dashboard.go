@@ -131,6 +131,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /targets", h.targets)
 	m.HandleFunc("POST /jobs/{id}/retry", h.retryOne)
 	m.HandleFunc("POST /jobs/{id}/cancel", h.cancelOne)
+	m.HandleFunc("POST /jobs/{id}/replay", h.replayOne)
 	m.HandleFunc("POST /actions/bulk", h.bulk)
 	m.HandleFunc("POST /actions/retry-matching", h.retryMatching)
 	m.HandleFunc("POST /actions/retry-group", h.retryGroup)

@@ -225,6 +225,40 @@ func TestActions(t *testing.T) {
 		}
 	})
 
+	t.Run("replay one", func(t *testing.T) {
+		id := b.enqueue("ok", runlog.WithMetadata(map[string]string{"tenant": "acme"}))
+		b.waitState(id, runlog.StateSucceeded)
+		_, page := b.get(fmt.Sprintf("/jobs/%d", id))
+		if !strings.Contains(page, `id="replay-button"`) || !strings.Contains(page, "<dt>tenant</dt>") || !strings.Contains(page, ">acme<") {
+			t.Fatalf("the page of a succeeded job with metadata lacks the replay button or the metadata")
+		}
+		res, _ := b.post(fmt.Sprintf("/jobs/%d/replay", id), nil)
+		loc := res.Header.Get("Location")
+		nid, err := strconv.ParseUint(strings.TrimPrefix(loc, "/jobs/"), 10, 64)
+		if err != nil || nid == id {
+			t.Fatalf("replay redirects to %q, want the new job's page", loc)
+		}
+		if msg := b.flash(res); !strings.Contains(msg, fmt.Sprintf("replay of job %d", id)) {
+			t.Errorf("message %q", msg)
+		}
+		j := b.waitState(nid, runlog.StateSucceeded)
+		if j.ReplayOf != id {
+			t.Errorf("the new job replays %d, want %d", j.ReplayOf, id)
+		}
+		if _, page := b.get(loc); !strings.Contains(page, fmt.Sprintf(`id="job-replay-of"><a href="/jobs/%d"`, id)) {
+			t.Errorf("the replay's page does not link to job %d", id)
+		}
+		// A pending job has no replay button, and a replay of it says why.
+		later := b.enqueue("ok", runlog.RunIn(time.Hour))
+		if _, page := b.get(fmt.Sprintf("/jobs/%d", later)); strings.Contains(page, `id="replay-button"`) {
+			t.Errorf("a pending job's page offers a replay")
+		}
+		res, _ = b.post(fmt.Sprintf("/jobs/%d/replay", later), nil)
+		if msg := b.flash(res); !strings.Contains(msg, "not replayed") {
+			t.Errorf("message %q", msg)
+		}
+	})
+
 	t.Run("cancel one", func(t *testing.T) {
 		id := b.enqueue("ok", runlog.RunIn(time.Hour))
 		res, _ := b.post(fmt.Sprintf("/jobs/%d/cancel", id), url.Values{"reason": {"customer left"}, "back": {"https://evil.example/"}})
@@ -479,7 +513,7 @@ func TestReadOnly(t *testing.T) {
 		if res.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: %d", p, res.StatusCode)
 		}
-		for _, hidden := range []string{"retry-button", "cancel-button", `name="action"`, "/actions/retry-matching", `name="id"`, "data-retry"} {
+		for _, hidden := range []string{"retry-button", "cancel-button", "replay-button", `name="action"`, "/actions/retry-matching", `name="id"`, "data-retry"} {
 			if strings.Contains(body, hidden) {
 				t.Errorf("GET %s on a read-only dashboard shows %q", p, hidden)
 			}
@@ -493,6 +527,7 @@ func TestReadOnly(t *testing.T) {
 		form url.Values
 	}{
 		{fmt.Sprintf("/jobs/%d/retry", bad), nil},
+		{fmt.Sprintf("/jobs/%d/replay", bad), nil},
 		{fmt.Sprintf("/jobs/%d/cancel", pending), nil},
 		{"/actions/bulk", url.Values{"action": {"cancel"}, "id": {strconv.FormatUint(pending, 10)}}},
 		{"/actions/retry-matching", nil},

@@ -388,6 +388,7 @@ type jobData struct {
 	Breaker     *runlog.TargetStats // nil when the target has no breaker history
 	CanRetry    bool
 	CanCancel   bool
+	CanReplay   bool // finished: a replay re-sends it as a new job
 	Live        bool // not finished: the page refreshes itself
 	Timeline    []event
 }
@@ -450,7 +451,9 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 	d.Timeline = timeline(j, d.Attempts, d.Breaker, now)
 	switch j.State {
 	case runlog.StateFailed, runlog.StateCancelled:
-		d.CanRetry = true
+		d.CanRetry, d.CanReplay = true, true
+	case runlog.StateSucceeded:
+		d.CanReplay = true
 	case runlog.StatePending, runlog.StateRunning:
 		d.CanCancel, d.Live = true, true
 	}
