@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runlog/runlog/internal/store"
@@ -75,9 +77,9 @@ func (r *Runner) startAttempt(c store.Claim) {
 		r.hub.emit(Event{Type: EventStarted, At: r.cfg.Clock.Now(), JobID: c.ID, Kind: c.Kind, Target: c.Target, Attempt: int(c.Attempt)})
 	}
 
-	r.workers.Add(1)
+	r.workers.add()
 	go func() {
-		defer r.workers.Done()
+		defer r.workers.done()
 		began := time.Now()
 		err := r.runHandler(ctx, h, c, ac.info)
 		cause := context.Cause(ctx)
@@ -166,4 +168,43 @@ func (r *Runner) runHandler(ctx context.Context, h Handler, c store.Claim, info 
 		return r.attempt(ctx, info)
 	}
 	return h.run(ctx, c.Payload)
+}
+
+// workerCount counts the attempts whose goroutine runs, for Close to wait
+// for. Not a sync.WaitGroup: a finisher starts the attempts it claimed
+// while Close may already wait (a claim in flight when Close began), and a
+// WaitGroup's Add from zero must not race with its Wait. Close waits until
+// the count is zero; an attempt started after that is cancelled by Close
+// and runs again after the next Open, as one that ignored cancellation.
+type workerCount struct {
+	n        atomic.Int64
+	draining atomic.Bool
+	idle     chan struct{} // capacity 1: a wake-up for wait
+	initOnce sync.Once
+}
+
+// init makes the wake-up channel once.
+func (w *workerCount) init() { w.initOnce.Do(func() { w.idle = make(chan struct{}, 1) }) }
+
+// add counts an attempt in.
+func (w *workerCount) add() { w.n.Add(1) }
+
+// done counts an attempt out, waking wait when it was the last.
+func (w *workerCount) done() {
+	if w.n.Add(-1) == 0 && w.draining.Load() {
+		w.init()
+		select {
+		case w.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait returns once no attempt runs.
+func (w *workerCount) wait() {
+	w.init()
+	w.draining.Store(true)
+	for w.n.Load() != 0 {
+		<-w.idle
+	}
 }

@@ -38,7 +38,7 @@ type Runner struct {
 	outcomes       chan ended     // capacity Concurrency: a send never blocks
 	finishStop     chan struct{}  // closed by Close once no attempt can end anymore
 	finishersDone  sync.WaitGroup
-	workers        sync.WaitGroup
+	workers        workerCount // attempts whose goroutine runs
 	// async: the store records outcomes apart from claims
 	// (store.AsyncOutcomes); a slot is freed when its handler returns.
 	async bool
@@ -301,7 +301,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	<-r.watchDone
 
 	done := make(chan struct{})
-	go func() { r.workers.Wait(); close(done) }()
+	go func() { r.workers.wait(); close(done) }()
 	var waitErr error
 	select {
 	case <-done:
