@@ -260,7 +260,7 @@ func (m *sim) firstDue(heldQueues map[string]bool) *Job {
 		if j.State != Pending || j.held || j.Due > m.now || heldQueues[j.Spec.Queue] || m.live.Queue(j.Spec.Queue).Paused {
 			return true
 		}
-		if best == nil || claimOrder(j, best) {
+		if best == nil || ClaimOrder(j, best) {
 			best = j
 		}
 		return true

@@ -62,8 +62,8 @@ type queueSet struct {
 	held  []*queue // the queues HoldQueue took out, for ReleaseHeld
 }
 
-// maxConcurrency bounds QueueSetting.Concurrency where it is encoded.
-const maxConcurrency = math.MaxInt32
+// MaxQueueConcurrency is the largest concurrency a queue may have.
+const MaxQueueConcurrency = math.MaxInt32
 
 // queue returns the queue name, creating it if needed.
 func (s *State) queue(name string) *queue {
@@ -173,9 +173,9 @@ func (q *queue) next() (int64, bool) {
 	return 0, false
 }
 
-// claimOrder reports whether a comes before b among due jobs: higher
+// ClaimOrder reports whether a comes before b among due jobs: higher
 // priority first, then (due, id).
-func claimOrder(a, b *Job) bool {
+func ClaimOrder(a, b *Job) bool {
 	if a.Spec.Priority != b.Spec.Priority {
 		return a.Spec.Priority > b.Spec.Priority
 	}
@@ -196,7 +196,7 @@ func (s *State) PeekDue(now int64) (*Job, bool) {
 		if q.set.Paused || q.held {
 			continue
 		}
-		if j := q.first(now); j != nil && (best == nil || claimOrder(j, best)) {
+		if j := q.first(now); j != nil && (best == nil || ClaimOrder(j, best)) {
 			best = j
 		}
 	}
@@ -280,7 +280,7 @@ func (s *State) Queues() []QueueInfo {
 // applyQueue sets the setting of the queue op.Queue names.
 func (s *State) applyQueue(op *Op) {
 	qs := op.Queue
-	if qs == nil || qs.Concurrency < 0 || qs.Concurrency > maxConcurrency {
+	if qs == nil || qs.Concurrency < 0 || qs.Concurrency > MaxQueueConcurrency {
 		return
 	}
 	q := s.queue(qs.Name)
@@ -348,8 +348,8 @@ func (d *decoder) queueSetting() QueueSetting {
 	var qs QueueSetting
 	qs.Name = d.string("queue name")
 	c := d.uvarint("concurrency")
-	if d.err == nil && c > maxConcurrency {
-		d.failAt("queue concurrency %d above %d", c, maxConcurrency)
+	if d.err == nil && c > MaxQueueConcurrency {
+		d.failAt("queue concurrency %d above %d", c, MaxQueueConcurrency)
 	}
 	qs.Concurrency = int(c)
 	switch p := d.byte("paused"); {

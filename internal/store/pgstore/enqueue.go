@@ -50,12 +50,12 @@ func (s *Store) enqueueOne(ctx context.Context, now int64, j *store.NewJob) ([]s
 	sp := &j.Spec
 	var id int64
 	err := s.pool.QueryRow(ctx, `WITH ins AS (INSERT INTO runlog_jobs
-			(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
-			VALUES (nextval('runlog_job_id'), `+pendingCode+`, $1, $2, $3, '', $4, $5, $6, $7, $8, $9, $9, $10)
+			(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at, queue, priority)
+			VALUES (nextval('runlog_job_id'), `+pendingCode+`, $1, $2, $3, '', $4, $5, $6, $7, $8, $9, $9, $10, $11, $12)
 			RETURNING id)
 		SELECT id FROM ins`,
 		sp.Kind, sp.Target, sp.Payload, int32(sp.Policy.Attempts), sp.Policy.BaseMS, sp.Policy.CapMS, sp.Policy.DeadlineMS,
-		sp.TimeoutMS, j.Due, now).Scan(&id)
+		sp.TimeoutMS, j.Due, now, sp.Queue, sp.Priority).Scan(&id)
 	if err != nil {
 		return nil, err
 	}
@@ -128,22 +128,24 @@ func enqueueTx(ctx context.Context, tx pgx.Tx, now int64, jobs []store.NewJob, n
 		atts               = make([]int32, len(fresh))
 		base, capMS, dl    = make([]int64, len(fresh)), make([]int64, len(fresh)), make([]int64, len(fresh))
 		tmo, due           = make([]int64, len(fresh)), make([]int64, len(fresh))
+		queues, prios      = make([]string, len(fresh)), make([]int32, len(fresh))
 	)
 	for n, i := range fresh {
 		sp := &jobs[i].Spec
 		cols[n], kinds[n], targets[n], ks[n], payloads[n] = ids[n], sp.Kind, sp.Target, sp.Key, sp.Payload
 		atts[n], base[n], capMS[n], dl[n] = int32(sp.Policy.Attempts), sp.Policy.BaseMS, sp.Policy.CapMS, sp.Policy.DeadlineMS
 		tmo[n], due[n] = sp.TimeoutMS, jobs[i].Due
+		queues[n], prios[n] = sp.Queue, sp.Priority
 		out[i] = store.Enqueued{ID: uint64(ids[n])}
 	}
 	rows, err := tx.Query(ctx, `INSERT INTO runlog_jobs
-		(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
-		SELECT id, `+pendingCode+`, kind, target, payload, key, att, base, cap, dl, tmo, due, due, $12
+		(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at, queue, priority)
+		SELECT id, `+pendingCode+`, kind, target, payload, key, att, base, cap, dl, tmo, due, due, $12, queue, prio
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::int[],
-			$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
-			AS u(id, kind, target, payload, key, att, base, cap, dl, tmo, due)
+			$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $13::text[], $14::int[])
+			AS u(id, kind, target, payload, key, att, base, cap, dl, tmo, due, queue, prio)
 		ON CONFLICT (key) WHERE key <> '' DO NOTHING
-		RETURNING id`, cols, kinds, targets, payloads, ks, atts, base, capMS, dl, tmo, due, now)
+		RETURNING id`, cols, kinds, targets, payloads, ks, atts, base, capMS, dl, tmo, due, now, queues, prios)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: insert jobs: %w", err)
 	}

@@ -65,7 +65,9 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// misses one costs loadBreakers a round trip, no more.
 		queueLockBreakers(b, s.breakersToLock(fast, fls), brs)
 		queueNonZeroBreakers(b, &nonZero)
+		var queues claimQueues
 		if lim.Max > 0 {
+			queueQueues(b, &queues)
 			queueDue(b, now, lim.Max, &due)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -89,7 +91,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			// made its job due: read them again.
 			pre = nil
 		}
-		return s.newClaim(tx, now, lim, brs, nonZero, &res).run(ctx, pre)
+		return s.newClaim(tx, now, lim, brs, nonZero, queues, &res).run(ctx, pre)
 	})
 	s.mu.Lock()
 	for _, o := range outs {
@@ -115,7 +117,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// pending jobs, and so the next due time, as they were.
 		s.invalidate()
 	}
-	if requeued || res.deferred {
+	if requeued || res.deferred || s.endedBounded(fls) {
 		// Other nodes' cached next due time does not know the retries'
 		// and deferrals' due times.
 		s.wakeNodes()
@@ -210,7 +212,7 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 				fenced = append(fenced, o)
 				continue
 			}
-			op := state.SettleJob(r.facts(), o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
+			op := settle(r.facts(), o, now, rs[i])
 			if r.step(nil, c, &op, "").Fed {
 				ops[i], targets[i] = &op, r.spec.Target
 			}
@@ -284,7 +286,7 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 			ID: o.ID, State: state.Running, Started: o.Attempt, Due: fl.facts.Due, FirstDue: fl.facts.FirstDue,
 			Fails: fl.facts.Fails, LastError: fl.facts.LastError, Attempts: []state.Attempt{{N: o.Attempt, StartedAt: fl.startedAt}},
 		}
-		op := state.SettleJob(fl.facts, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
+		op := settle(fl.facts, o, now, rs[i])
 		state.Step(&r, nil, s.opts.Circuit, &op)
 		buf = appendAttempt(buf[:0], stored(r.Attempts[0], s.opts.Node))
 		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.State == state.Pending)
@@ -332,4 +334,13 @@ func (f *fastSettle) results(outs []store.Outcome, ops []*state.Op, targets []st
 		}
 	}
 	return requeued
+}
+
+// settle decides the op of outcome o of job f at now: a snooze, or what
+// state.SettleJob decides.
+func settle(f state.Facts, o store.Outcome, now int64, r uint32) state.Op {
+	if o.Snooze {
+		return state.SnoozeJob(o.ID, o.Attempt, o.AfterMS, now)
+	}
+	return state.SettleJob(f, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, r)
 }
