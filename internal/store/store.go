@@ -70,8 +70,8 @@ type Outcome struct {
 	// Snooze: the handler asked for the job to run again after AfterMS ms,
 	// with no failure counted (OpSnooze); Class is then ignored.
 	Snooze bool
-	Error   string
-	Output  []byte
+	Error  string
+	Output []byte
 }
 
 // Limits bound one Claim call.

@@ -116,15 +116,15 @@ type claimTx struct {
 	// gains the ones the claim reads.
 	brs map[string]*breakerRow
 	// nonZero is as for loadBreakers.
-	nonZero  map[string]retry.Breaker
-	plan     state.Planner
-	held     []int64 // the jobs held back by the per-target limit: not selected again
-	queues   claimQueues
+	nonZero map[string]retry.Breaker
+	plan    state.Planner
+	held    []int64 // the jobs held back by the per-target limit: not selected again
+	queues  claimQueues
 	// heldQueues are the queues found at their concurrency: their jobs
 	// are not selected again.
 	heldQueues []string
-	deferred bool    // a job was deferred
-	res      *claimResult
+	deferred   bool // a job was deferred
+	res        *claimResult
 }
 
 // newClaim returns the claim at now within lim inside tx, which decides

@@ -63,7 +63,7 @@ func queueQueues(b *pgx.Batch, into *claimQueues) {
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", queueLock)
 	b.Queue("SELECT name FROM runlog_queues WHERE concurrency > 0 ORDER BY name FOR NO KEY UPDATE")
 	b.Queue(`SELECT q.name, q.concurrency, q.paused,
-			CASE WHEN q.concurrency > 0 THEN (SELECT count(*) FROM runlog_jobs j WHERE j.state = `+runningCode+` AND j.queue = q.name) ELSE 0 END
+			CASE WHEN q.concurrency > 0 THEN (SELECT count(*) FROM runlog_jobs j WHERE j.state = ` + runningCode + ` AND j.queue = q.name) ELSE 0 END
 		FROM runlog_queues q WHERE q.paused OR q.concurrency > 0`).Query(func(rows pgx.Rows) error {
 		defer rows.Close()
 		qs := claimQueues{}

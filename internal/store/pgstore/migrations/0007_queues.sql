@@ -1,3 +1,4 @@
+-- runlog: compatible from 6
 -- runlog schema, version 7: queues and priorities (issue 17). Each job
 -- names its queue ('' is the default queue, "default" outside the store)
 -- and a priority (higher starts first among the due jobs). A queue's
@@ -11,8 +12,10 @@
 -- The priority index holds only pending jobs whose priority is not 0, so
 -- that a job of priority 0 (the usual one) costs no entry in it; the
 -- claim reads those with priority 0 from runlog_jobs_due as before.
--- Nodes of older builds would start the jobs of paused queues: they must
--- stop before this migration.
+-- An expand step: nodes of version 6 run on it while an upgrade rolls
+-- (their jobs go to the default queue at priority 0), but they know no
+-- queue setting and would start the jobs of a paused queue: pause a queue
+-- only once every node runs this build.
 ALTER TABLE runlog_jobs
     ADD COLUMN queue    text    NOT NULL DEFAULT '',
     ADD COLUMN priority integer NOT NULL DEFAULT 0;
