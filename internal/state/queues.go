@@ -221,6 +221,30 @@ func (s *State) NextDue() (int64, bool) {
 	return due, ok
 }
 
+// OldestDue returns the earliest due time among all pending jobs not held
+// by Hold, paused queues included, and false when there is none: the
+// queue's age for Stats. It costs O(ready jobs), as it reads every job of
+// the ready heaps, whose order is not by due time: NextDue is the cheap
+// one, for the dispatcher.
+func (s *State) OldestDue() (int64, bool) {
+	due, ok := int64(0), false
+	look := func(q *queue) {
+		for _, j := range q.ready.js {
+			if !ok || j.Due < due {
+				due, ok = j.Due, true
+			}
+		}
+		if len(q.wait.js) > 0 && (!ok || q.wait.js[0].Due < due) {
+			due, ok = q.wait.js[0].Due, true
+		}
+	}
+	look(&s.q.def)
+	for _, q := range s.q.named {
+		look(q)
+	}
+	return due, ok
+}
+
 // HoldQueue takes the queue name out of PeekDue until ReleaseHeld: the
 // claim found it at its concurrency (or paused). It is not an op.
 func (s *State) HoldQueue(name string) {

@@ -794,7 +794,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		return store.Stats{}, err
 	}
 	st := store.Stats{Counts: s.st.Counts()}
-	st.OldestDue, st.HasDue = s.st.NextDue()
+	st.OldestDue, st.HasDue = s.st.OldestDue()
 	return st, nil
 }
 

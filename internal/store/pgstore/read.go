@@ -184,7 +184,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		return st, err
 	}
 	var due *int64
-	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND NOT (queue = ANY("+pausedQueues+"))").Scan(&due); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode).Scan(&due); err != nil {
 		return st, fmt.Errorf("pgstore: stats: %w", err)
 	}
 	if due != nil {
