@@ -40,6 +40,14 @@ type JobRequest struct {
 	Retry *RetryPolicy
 	// Timeout overrides the attempt timeout for this job.
 	Timeout time.Duration
+	// Queue names the job's queue (ValidQueueName); "" or DefaultQueue is
+	// the default queue. A queue can be paused and bounded
+	// (Runner.PauseQueue, Runner.SetQueueConcurrency).
+	Queue string
+	// Priority orders the due jobs: a higher priority starts first, equal
+	// priorities by due time, then id. Within MinPriority to MaxPriority;
+	// 0 by default.
+	Priority int
 }
 
 // EnqueueResult is the answer to one JobRequest.
@@ -229,6 +237,13 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 	if target == "" {
 		target = req.Kind
 	}
+	queue, err := storedQueue(req.Queue)
+	if err != nil {
+		return store.NewJob{}, err
+	}
+	if err := validPriority(req.Priority); err != nil {
+		return store.NewJob{}, err
+	}
 	if req.Delay < 0 {
 		return store.NewJob{}, fmt.Errorf("%w: delay %v must be >= 0", ErrInvalid, req.Delay)
 	}
@@ -248,6 +263,8 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 			Key:       req.Key,
 			Policy:    p,
 			TimeoutMS: req.Timeout.Milliseconds(),
+			Queue:     queue,
+			Priority:  int32(req.Priority),
 		},
 	}, nil
 }

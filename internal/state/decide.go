@@ -133,6 +133,10 @@ func SettleJob(f Facts, attempt uint32, class retry.Class, afterMS int64, errTex
 	return op
 }
 
+// SnoozedError is the error text of a snoozed attempt in its job's
+// history.
+const SnoozedError = "snoozed"
+
 // SnoozeJob returns the op that ends the open attempt `attempt` of job
 // id, whose handler asked, at now, to run the job again afterMS ms later
 // (0 or more; a negative wait counts as 0): OpSnooze due at now + afterMS.

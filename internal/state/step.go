@@ -64,7 +64,7 @@ func Step(j *Job, br *retry.Breaker, c retry.Circuit, op *Op) Change {
 		}
 		feed(br, c, op)
 		ch.Fed = true
-		a.Ended, a.EndedAt, a.Error = true, op.At, "snoozed"
+		a.Ended, a.EndedAt, a.Error = true, op.At, SnoozedError
 		if j.State == Running && op.Attempt == j.Started {
 			j.Due = op.Due
 			j.State = Pending
