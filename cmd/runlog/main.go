@@ -52,6 +52,8 @@ func init() {
 		"cancel":   {summary: "cancel jobs: cancel [--reason R] ID... | --state S ... --yes", run: runCancel},
 		"retry":    {summary: "run failed jobs again: retry ID... | --state failed ... --yes", run: runRetry},
 		"targets":  {summary: "show each target's breaker and job counts", run: runTargets},
+		"queues":   {summary: "show each queue's concurrency, pause and job counts", run: runQueues},
+		"queue":    {summary: "change a queue: queue pause NAME | resume NAME | set NAME --concurrency N", run: runQueue},
 		"stats":    {summary: "show job counts by state and the queue lag", run: runStats},
 		"version":  {summary: "print the version, commit and Go toolchain of this binary", run: runVersion},
 		"journal":  {summary: "inspect a journal directory: journal verify DIR | dump DIR | state DIR --at SEQ | snapshot DIR", run: runJournal},
