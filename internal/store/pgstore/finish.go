@@ -55,6 +55,13 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			nonZero map[string]retry.Breaker
 			due     []*jobRow
 		)
+		// The queues first: the shared queueLock is taken before any row
+		// lock, so that a queue change waiting for it cannot deadlock
+		// with this transaction's rows.
+		var queues claimQueues
+		if lim.Max > 0 {
+			queueQueues(b, &queues)
+		}
 		fast, err := s.queueSettleFast(b, now, rs, outs, fls)
 		if err != nil {
 			return nil, err
@@ -65,9 +72,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// misses one costs loadBreakers a round trip, no more.
 		queueLockBreakers(b, s.breakersToLock(fast, fls), brs)
 		queueNonZeroBreakers(b, &nonZero)
-		var queues claimQueues
 		if lim.Max > 0 {
-			queueQueues(b, &queues)
 			queueDue(b, now, lim.Max, &due)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {

@@ -44,16 +44,6 @@ func (q claimQueues) started(name string) {
 	}
 }
 
-// bounded reports whether a queue of the claim has a concurrency.
-func (q claimQueues) bounded() bool {
-	for _, qi := range q {
-		if qi.Concurrency > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // queueQueues queues, in b, what a claim reads of the queues first: the
 // shared queueLock, the rows of the bounded queues locked (so that the
 // claims of two nodes count each other's starts: they take turns), then
