@@ -227,8 +227,14 @@ func TestQueueConcurrencyAndPriority(t *testing.T) {
 			for _, id := range append(low, high...) {
 				waitState(t, r, id, runlog.StateSucceeded)
 			}
-			if got := log.started(); !slices.Equal(got[2:4], []uint64{high[2], low[0]}) && !sameSet(got[2:4], []uint64{high[2], low[0]}) {
-				t.Errorf("starts %v: priority 5 before 0", got)
+			// Every job of priority 5 started before any of priority 0:
+			// on the embedded store, whose claims take turns. (On
+			// PostgreSQL two claims running at once each skip the rows
+			// the other has locked, so the order holds within a claim,
+			// which the conformance suite checks, and across claims
+			// only as the locks allow.)
+			if got := log.started(); name == "embedded" && !sameSet(got[:3], high) {
+				t.Errorf("starts %v: the jobs of priority 5 %v first", got, high)
 			}
 			if most > 2 {
 				t.Errorf("%d attempts of the queue ran at once, its concurrency is 2", most)

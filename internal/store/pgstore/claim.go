@@ -148,6 +148,9 @@ func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string
 // returns the last round's writes unsent, for the caller to send with its
 // COMMIT (which fills in the result's next due time).
 func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
+	if err := countBounded(ctx, c.tx, c.queues); err != nil {
+		return nil, err
+	}
 	for round := 0; ; round++ {
 		want := claimWant(c.max-len(c.res.claims), round)
 		var due []*jobRow

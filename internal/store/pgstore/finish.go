@@ -122,7 +122,15 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// pending jobs, and so the next due time, as they were.
 		s.invalidate()
 	}
-	if requeued || res.deferred || s.endedBounded(fls) {
+	bounded := s.endedBounded(fls)
+	if bounded {
+		// A due job of the queue held back here, by this node's claims
+		// while these attempts were still recorded as running, may start
+		// now: no attempt's end will say so (the slots were freed when
+		// the handlers returned).
+		s.wake()
+	}
+	if requeued || res.deferred || bounded {
 		// Other nodes' cached next due time does not know the retries'
 		// and deferrals' due times.
 		s.wakeNodes()

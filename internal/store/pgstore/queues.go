@@ -45,31 +45,61 @@ func (q claimQueues) started(name string) {
 }
 
 // queueQueues queues, in b, what a claim reads of the queues first: the
-// shared queueLock, the rows of the bounded queues locked (so that the
-// claims of two nodes count each other's starts: they take turns), then
-// the settings of the paused and bounded queues with the running attempts
-// of the bounded ones, counted after the lock, into *into.
+// shared queueLock, then the settings of the paused and bounded queues
+// into *into (read after the lock: no change of them commits while the
+// claim holds it). Two cheap statements in the claim's first round trip;
+// the bounded queues' running attempts are counted only when there are
+// bounded queues (countBounded).
 func queueQueues(b *pgx.Batch, into *claimQueues) {
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", queueLock)
-	b.Queue("SELECT name FROM runlog_queues WHERE concurrency > 0 ORDER BY name FOR NO KEY UPDATE")
-	b.Queue(`SELECT q.name, q.concurrency, q.paused,
-			CASE WHEN q.concurrency > 0 THEN (SELECT count(*) FROM runlog_jobs j WHERE j.state = ` + runningCode + ` AND j.queue = q.name) ELSE 0 END
-		FROM runlog_queues q WHERE q.paused OR q.concurrency > 0`).Query(func(rows pgx.Rows) error {
+	b.Queue("SELECT name, concurrency, paused FROM runlog_queues WHERE paused OR concurrency > 0").Query(func(rows pgx.Rows) error {
 		defer rows.Close()
 		qs := claimQueues{}
 		for rows.Next() {
 			var qi state.QueueInfo
 			var conc int32
-			var running int64
-			if err := rows.Scan(&qi.Name, &conc, &qi.Paused, &running); err != nil {
+			if err := rows.Scan(&qi.Name, &conc, &qi.Paused); err != nil {
 				return err
 			}
-			qi.Concurrency, qi.Running = int(conc), int(running)
+			qi.Concurrency = int(conc)
 			qs[qi.Name] = qi
 		}
 		*into = qs
 		return rows.Err()
 	})
+}
+
+// countBounded locks the rows of the bounded queues (so that the claims
+// of two nodes take turns and count each other's starts) and then counts
+// their running attempts, across the nodes, into q: one round trip, only
+// when a queue has a concurrency.
+func countBounded(ctx context.Context, tx querier, q claimQueues) error {
+	var names []string
+	for name, qi := range q {
+		if qi.Concurrency > 0 {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	var b pgx.Batch
+	b.Queue("SELECT name FROM runlog_queues WHERE name = ANY($1) ORDER BY name FOR NO KEY UPDATE", names)
+	b.Queue("SELECT queue, count(*) FROM runlog_jobs WHERE state = "+runningCode+" AND queue = ANY($1) GROUP BY queue", names).Query(func(rows pgx.Rows) error {
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				return err
+			}
+			qi := q[name]
+			qi.Running = int(n)
+			q[name] = qi
+		}
+		return rows.Err()
+	})
+	return sendBatch(ctx, tx, &b)
 }
 
 // Queues implements store.Store.
