@@ -88,15 +88,18 @@ func (r *Runner) startAttempt(c store.Claim) {
 		e := ended{Outcome: store.Outcome{ID: c.ID, Attempt: c.Attempt, Output: ac.output()}, kind: c.Kind, target: c.Target}
 		out := &e.Outcome
 		out.Class, out.AfterMS, out.Error = classify(err)
+		if d, ok := snoozed(err); ok {
+			out.Class, out.Snooze, out.AfterMS = 0, true, d.Milliseconds()
+		}
 		report := true
 		if err != nil && ctx.Err() != nil {
 			switch {
 			case errors.Is(cause, errAttemptTimeout):
-				out.Class, out.AfterMS = retry.Retryable, -1
+				out.Class, out.AfterMS, out.Snooze = retry.Retryable, -1, false
 				out.Error = fmt.Sprintf("attempt timed out after %v: %s", timeout, out.Error)
 			case errors.Is(cause, errJobCancelled):
 				// Not the target's fault: the job was cancelled.
-				out.Class, out.AfterMS = retry.Permanent, -1
+				out.Class, out.AfterMS, out.Snooze = retry.Permanent, -1, false
 				out.Error = "cancelled while running: " + out.Error
 				e.cancelled = true
 			case errors.Is(cause, errShutdown):
@@ -123,7 +126,7 @@ func (r *Runner) startAttempt(c store.Claim) {
 		if obs := r.cfg.Observer; obs != nil || r.hub.mask.Load()&endedTypes != 0 {
 			e.took = time.Since(began)
 			if obs != nil {
-				obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: out.Class.String(), Duration: e.took})
+				obs.AttemptFinished(AttemptEvent{Kind: c.Kind, Target: c.Target, Outcome: outcomeName(out), Duration: e.took})
 			}
 		}
 		if r.async {

@@ -27,6 +27,10 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
+		if err := applyQueues(st, cfg); err != nil {
+			st.Close()
+			return nil, err
+		}
 		return start(st, cfg), nil
 	}
 	bridge.NewJob = func(req any, now time.Time) (store.NewJob, error) {

@@ -20,6 +20,13 @@ type Config struct {
 	// TargetConcurrency bounds the attempts in flight per target.
 	// Defaults to 0: unlimited.
 	TargetConcurrency int
+	// QueueConcurrency bounds the attempts in flight of the queues it
+	// names (by name, DefaultQueue for the default one), inside the
+	// pool: at open, each named queue gets its concurrency (durably, as
+	// Runner.SetQueueConcurrency would), replacing the one it had. Queues
+	// it does not name keep theirs (none by default: only the pool
+	// bounds them).
+	QueueConcurrency map[string]int
 	// Retry is the policy of jobs that do not give their own. It is stored
 	// with each job when it is enqueued, so a later change applies to new
 	// jobs only. Defaults to 10 attempts, base 500ms, cap 30s, no deadline.
@@ -242,6 +249,9 @@ func (c Config) validate() error {
 	}
 	if c.TargetConcurrency < 0 {
 		return fmt.Errorf("%w: TargetConcurrency %d must be >= 0", ErrInvalid, c.TargetConcurrency)
+	}
+	if err := validQueueConcurrency(c.QueueConcurrency); err != nil {
+		return err
 	}
 	if err := c.Retry.policy().Validate(); err != nil {
 		return fmt.Errorf("%w: Retry: %v", ErrInvalid, err)

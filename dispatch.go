@@ -228,9 +228,10 @@ func (r *Runner) claim(now int64, n int) {
 	}
 	r.answered()
 	r.release(n - len(claims))
-	if len(claims) < n && r.cfg.TargetConcurrency > 0 {
+	if len(claims) < n && (r.cfg.TargetConcurrency > 0 || r.queuesBounded()) {
 		if next, ok := r.st.NextDue(); ok && next <= now {
-			// The due jobs left are held back by their targets' limits.
+			// The due jobs left are held back by their targets' or
+			// queues' limits.
 			r.mu.Lock()
 			r.targetBlocked = true
 			r.mu.Unlock()

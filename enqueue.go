@@ -53,6 +53,14 @@ type JobRequest struct {
 
 	// replayOf is the job a replay re-sends (Runner.Replay); 0 for none.
 	replayOf uint64
+	// Queue names the job's queue (ValidQueueName); "" or DefaultQueue is
+	// the default queue. A queue can be paused and bounded
+	// (Runner.PauseQueue, Runner.SetQueueConcurrency).
+	Queue string
+	// Priority orders the due jobs: a higher priority starts first, equal
+	// priorities by due time, then id. Within MinPriority to MaxPriority;
+	// 0 by default.
+	Priority int
 }
 
 // The bounds of a job's metadata (JobRequest.Metadata).
@@ -263,6 +271,13 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 	if target == "" {
 		target = req.Kind
 	}
+	queue, err := storedQueue(req.Queue)
+	if err != nil {
+		return store.NewJob{}, err
+	}
+	if err := validPriority(req.Priority); err != nil {
+		return store.NewJob{}, err
+	}
 	if req.Delay < 0 {
 		return store.NewJob{}, fmt.Errorf("%w: delay %v must be >= 0", ErrInvalid, req.Delay)
 	}
@@ -288,6 +303,8 @@ func (r *Runner) newJob(req *JobRequest, now time.Time) (store.NewJob, error) {
 			TimeoutMS: req.Timeout.Milliseconds(),
 			Metadata:  md,
 			ReplayOf:  req.replayOf,
+			Queue:     queue,
+			Priority:  int32(req.Priority),
 		},
 	}, nil
 }

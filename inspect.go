@@ -56,6 +56,10 @@ type Job struct {
 	// History holds the job's attempts, oldest first (the most recent ones
 	// when there were many).
 	History []Attempt
+	// Queue is the job's queue (DefaultQueue for the default one).
+	Queue string
+	// Priority is the job's priority (higher starts first).
+	Priority int
 }
 
 // Attempt is one attempt of a job.
@@ -98,6 +102,8 @@ func publicJob(j *state.Job) Job {
 		Retry:       fromPolicy(j.Spec.Policy),
 		Metadata:    metadataMap(j.Spec.Metadata),
 		ReplayOf:    j.Spec.ReplayOf,
+		Queue:       publicQueue(j.Spec.Queue),
+		Priority:    int(j.Spec.Priority),
 	}
 	if j.State == state.Pending {
 		out.DueAt = msTime(j.Due)
@@ -109,6 +115,9 @@ func publicJob(j *state.Job) Job {
 			pa.Outcome = a.Class.String()
 			if a.Class == 0 {
 				pa.Outcome = "interrupted"
+				if a.Error == state.SnoozedError {
+					pa.Outcome = "snoozed"
+				}
 			}
 		}
 		out.History = append(out.History, pa)
@@ -185,6 +194,8 @@ type Stats struct {
 	OldestDue time.Time
 	// Targets lists every target with its breaker.
 	Targets []TargetStats
+	// Queues lists every queue with its setting and load (Runner.Queues).
+	Queues []QueueStats
 }
 
 // TargetStats is one target's breaker and load.
@@ -222,6 +233,9 @@ func (r *Runner) Stats(ctx context.Context) (Stats, error) {
 	}
 	if s.HasDue {
 		out.OldestDue = msTime(s.OldestDue)
+	}
+	if out.Queues, err = r.Queues(ctx); err != nil {
+		return Stats{}, err
 	}
 	now, circuit := r.nowMS(), r.cfg.Breaker.circuit()
 	for _, t := range targets {

@@ -102,10 +102,12 @@ func (r *Runner) finished(batch []ended) {
 		}
 		ev := JobEvent{ID: e.ID, Kind: e.kind, Target: e.target, Attempts: int(e.Attempt), Reason: e.Error}
 		typ := EventRetried
-		switch e.Class {
-		case retry.Success:
+		switch {
+		case e.Snooze:
+			ev.Reason = ""
+		case e.Class == retry.Success:
 			ev.State, typ = StateSucceeded, EventSucceeded
-		case retry.Permanent, retry.Unsafe:
+		case e.Class == retry.Permanent || e.Class == retry.Unsafe:
 			ev.State, typ = StateFailed, EventFailed
 		default:
 			if !askDeath {
@@ -127,7 +129,7 @@ func (r *Runner) finished(batch []ended) {
 				msg = ev.Reason
 			}
 			r.hub.emit(Event{Type: typ, At: r.cfg.Clock.Now(), JobID: e.ID, Kind: e.kind, Target: e.target,
-				Attempt: int(e.Attempt), Outcome: e.Class.String(), Duration: e.took, Error: msg})
+				Attempt: int(e.Attempt), Outcome: outcomeName(&e.Outcome), Duration: e.took, Error: msg})
 		}
 	}
 }

@@ -57,6 +57,8 @@ type Runner struct {
 	failure       error               // guarded by mu: the store failed; nothing runs anymore
 	inflight      int                 // guarded by mu: slots taken (reserved by claims or running)
 	targetBlocked bool                // guarded by mu: due jobs wait only for per-target slots
+	bounded       bool                // guarded by mu: a queue had a concurrency at boundedAt - 1s (queuesBounded)
+	boundedAt     time.Time           // guarded by mu
 	claiming      int                 // guarded by mu: claims in flight (counted when async)
 	running       map[uint64]*flight  // guarded by mu
 	perTarget     map[string]int      // guarded by mu
@@ -146,6 +148,10 @@ func openFS(dir string, cfg Config, fsys vfs.FS) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runlog: open %s: %w", dir, err)
 	}
+	if err := applyQueues(st, cfg); err != nil {
+		st.Close()
+		return nil, err
+	}
 	if cfg.Logger.Enabled(context.Background(), slog.LevelInfo) {
 		attrs := []any{"dir", dir, "records", replayed.Records, "bytes", replayed.Bytes, "took", time.Since(began).Round(time.Millisecond)}
 		if s, err := st.Stats(context.Background()); err == nil {
@@ -180,7 +186,7 @@ func start(st store.Store, cfg Config) *Runner {
 		r.enqueue = f
 	}
 	r.base, r.cancelBase = context.WithCancelCause(context.Background())
-	st.SetNotify(store.Notify{Wake: r.signal, CancelAttempt: r.cancelAttempt})
+	st.SetNotify(store.Notify{Wake: r.unblock, CancelAttempt: r.cancelAttempt})
 	// One finisher for the journal: one batch per sync, it carries every
 	// outcome that ended during the last one. A store whose outcome batches
 	// are independent transactions says how many may run side by side.

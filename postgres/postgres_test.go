@@ -23,6 +23,7 @@ import (
 
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/pgtest"
+	"github.com/runlog/runlog/internal/store/pgstore"
 	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/postgres"
 )
@@ -589,7 +590,8 @@ func TestPostgresStaleNode(t *testing.T) {
 	a := c.start("a", 0)
 	// Wait for a's schema migrations, then enqueue in the test's own
 	// transaction.
-	c.waitDB("node a to migrate", 1, "SELECT count(*) FROM pg_tables WHERE tablename = 'runlog_jobs'")
+	c.waitDB("node a to migrate", 1, "SELECT count(*) FROM pg_tables WHERE tablename = 'runlog_schema_migrations'")
+	c.waitDB("node a to migrate", 1, "SELECT count(*) FROM runlog_schema_migrations WHERE version = $1", pgstore.SchemaVersion())
 	var res runlog.EnqueueResult
 	err := pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
 		var err error

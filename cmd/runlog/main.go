@@ -53,6 +53,8 @@ func init() {
 		"retry":    {summary: "run failed jobs again: retry ID... | --state failed ... --yes", run: runRetry},
 		"replay":   {summary: "re-send finished jobs as new jobs: replay ID... | --target T --since TIME [--state S] [--dry-run]", run: runReplay},
 		"targets":  {summary: "show each target's breaker and job counts", run: runTargets},
+		"queues":   {summary: "show each queue's concurrency, pause and job counts", run: runQueues},
+		"queue":    {summary: "change a queue: queue pause NAME | resume NAME | set NAME --concurrency N", run: runQueue},
 		"stats":    {summary: "show job counts by state and the queue lag", run: runStats},
 		"version":  {summary: "print the version, commit and Go toolchain of this binary", run: runVersion},
 		"journal":  {summary: "inspect a journal directory: journal verify DIR | dump DIR | state DIR --at SEQ | snapshot DIR", run: runJournal},

@@ -108,6 +108,10 @@ func (a *API) routes() {
 	m.HandleFunc("DELETE /v1/targets/secrets", a.deleteSecret)
 	m.HandleFunc("GET /v1/stats", a.stats)
 	m.HandleFunc("GET /v1/backup", a.backup)
+	m.HandleFunc("GET /v1/queues", a.queues)
+	m.HandleFunc("PUT /v1/queues/{name}", a.putQueue)
+	m.HandleFunc("POST /v1/queues/{name}/pause", a.pauseQueue)
+	m.HandleFunc("POST /v1/queues/{name}/resume", a.resumeQueue)
 	m.HandleFunc("GET /v1/openapi.yaml", serveOpenAPI)
 	if a.cfg.Metrics != nil {
 		m.Handle("GET /metrics", a.cfg.Metrics)
@@ -122,6 +126,8 @@ func (a *API) routes() {
 		"/v1/targets":        "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
 		"/v1/targets/secrets": "PUT, DELETE",
 		"/v1/backup":          "GET",
+		"/v1/queues":          "GET", "/v1/queues/{name}": "PUT",
+		"/v1/queues/{name}/pause": "POST", "/v1/queues/{name}/resume": "POST",
 	}
 	if a.cfg.Metrics != nil {
 		allowed["/metrics"] = "GET"

@@ -218,3 +218,36 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	return resp.StatusCode, nil
 }
+
+// Queues returns every queue with its setting and counts.
+func (c *Client) Queues(ctx context.Context) (QueueList, error) {
+	var out QueueList
+	_, err := c.do(ctx, http.MethodGet, "/v1/queues", nil, &out)
+	return out, err
+}
+
+// SetQueueConcurrency sets the concurrency of queue name (0: no bound but
+// the pool).
+func (c *Client) SetQueueConcurrency(ctx context.Context, name string, n int) (Queue, error) {
+	var out Queue
+	body, err := json.Marshal(QueueRequest{Concurrency: &n})
+	if err != nil {
+		return out, err
+	}
+	_, err = c.do(ctx, http.MethodPut, "/v1/queues/"+url.PathEscape(name), body, &out)
+	return out, err
+}
+
+// PauseQueue pauses queue name.
+func (c *Client) PauseQueue(ctx context.Context, name string) (Queue, error) {
+	var out Queue
+	_, err := c.do(ctx, http.MethodPost, "/v1/queues/"+url.PathEscape(name)+"/pause", nil, &out)
+	return out, err
+}
+
+// ResumeQueue resumes queue name.
+func (c *Client) ResumeQueue(ctx context.Context, name string) (Queue, error) {
+	var out Queue
+	_, err := c.do(ctx, http.MethodPost, "/v1/queues/"+url.PathEscape(name)+"/resume", nil, &out)
+	return out, err
+}

@@ -85,13 +85,18 @@ func decodeJob(s *jsonscan.Scanner, req *JobRequest) bool {
 			req.Retry, ok = decodeRetry(s)
 		case "metadata":
 			req.Metadata, ok = s.StringMap()
+		case "queue":
+			req.Queue, ok = s.Text()
+		case "priority":
+			// A negative priority is left to encoding/json.
+			req.Priority, ok = s.SmallInt()
 		}
 		return ok
 	})
 }
 
 // jobFields are JobRequest's JSON keys.
-var jobFields = []string{"kind", "url", "method", "headers", "body", "command", "args", "stdin", "key", "run_at", "target", "timeout", "retry", "metadata"}
+var jobFields = []string{"kind", "url", "method", "headers", "body", "command", "args", "stdin", "key", "run_at", "target", "timeout", "retry", "metadata", "queue", "priority"}
 
 // retryFields are RetryRequest's JSON keys, in decodeRetry's order.
 var retryFields = []string{"attempts", "base", "cap", "deadline"}

@@ -71,8 +71,14 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // an API path that matches no route.
 func route(path string) string {
 	switch path {
-	case "/healthz", "/metrics", "/v1/jobs", "/v1/jobs/batch", "/v1/targets", "/v1/stats", "/v1/openapi.yaml":
+	case "/healthz", "/metrics", "/v1/jobs", "/v1/jobs/batch", "/v1/targets", "/v1/stats", "/v1/openapi.yaml", "/v1/queues":
 		return path
+	}
+	if rest, ok := strings.CutPrefix(path, "/v1/queues/"); ok {
+		name, action, _ := strings.Cut(rest, "/")
+		if name != "" && (action == "" || action == "pause" || action == "resume") {
+			return strings.TrimSuffix("/v1/queues/{name}/"+action, "/")
+		}
 	}
 	if !isAPIPath(path) {
 		return "dashboard"

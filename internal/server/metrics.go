@@ -273,6 +273,12 @@ var (
 	descTargetJobs = prometheus.NewDesc("runlog_target_jobs",
 		"Pending and running jobs per target (target=\"other\": the sum over the folded targets).", []string{"target", "state"}, nil)
 	breakerStates = []string{"closed", "open", "half-open"}
+	descQueueJobs = prometheus.NewDesc("runlog_queue_jobs",
+		"Pending and running jobs per queue.", []string{"queue", "state"}, nil)
+	descQueuePaused = prometheus.NewDesc("runlog_queue_paused",
+		"1 for a paused queue, 0 for the others.", []string{"queue"}, nil)
+	descQueueConcurrency = prometheus.NewDesc("runlog_queue_concurrency",
+		"Each queue's bound on its attempts in flight (0: only the pool bounds them).", []string{"queue"}, nil)
 )
 
 // statsCollector turns the runner's Stats into gauges at scrape time, and
@@ -284,7 +290,7 @@ type statsCollector struct {
 
 // Describe sends the descriptors of the Stats gauges (prometheus.Collector).
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreakers, descBreaker, descTargetFailures, descTargetJobs} {
+	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreakers, descBreaker, descTargetFailures, descTargetJobs, descQueueJobs, descQueuePaused, descQueueConcurrency} {
 		ch <- d
 	}
 }
@@ -313,6 +319,16 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPool, float64(s.PoolSize))
 	gauge(descInFlight, float64(s.InFlight))
 	gauge(descLag, queueLag(s.OldestDue, time.Now()).Seconds())
+	for _, q := range s.Queues {
+		gauge(descQueueJobs, float64(q.Pending), q.Name, "pending")
+		gauge(descQueueJobs, float64(q.Running), q.Name, "running")
+		paused := 0.0
+		if q.Paused {
+			paused = 1
+		}
+		gauge(descQueuePaused, paused, q.Name)
+		gauge(descQueueConcurrency, float64(q.Concurrency), q.Name)
+	}
 
 	named, dropped := c.m.fold.pick(s.Targets)
 	for _, t := range dropped {

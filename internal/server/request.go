@@ -62,6 +62,10 @@ type JobRequest struct {
 	// kept with the job and shown by GET /v1/jobs/{id}; a "traceparent"
 	// entry is sent on with an http delivery.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Queue names the job's queue; empty means "default".
+	Queue string `json:"queue,omitempty"`
+	// Priority orders the due jobs: higher starts first; 0 by default.
+	Priority int `json:"priority,omitempty"`
 }
 
 // RetryRequest is a job's retry policy in a request: the fields left out keep
@@ -310,6 +314,16 @@ func (req *JobRequest) resolveCommon(out *runlog.JobRequest, p Policy) error {
 		return badRequest("key is %d bytes, at most %d are allowed", len(req.Key), maxKeyLen)
 	}
 	out.Key = req.Key
+	if req.Queue != "" && req.Queue != runlog.DefaultQueue {
+		if err := runlog.ValidQueueName(req.Queue); err != nil {
+			return badRequest("queue: %s", message(err))
+		}
+	}
+	out.Queue = req.Queue
+	if req.Priority < runlog.MinPriority || req.Priority > runlog.MaxPriority {
+		return badRequest("priority %d must be an integer within %d to %d", req.Priority, runlog.MinPriority, runlog.MaxPriority)
+	}
+	out.Priority = req.Priority
 	if req.Target != "" {
 		if len(req.Target) > maxTargetLen {
 			return badRequest("target is %d bytes, at most %d are allowed", len(req.Target), maxTargetLen)

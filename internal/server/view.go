@@ -35,6 +35,8 @@ type Job struct {
 	// left out when it is none.
 	ReplayOf uint64    `json:"replay_of,omitempty"`
 	History  []Attempt `json:"history,omitzero"`
+	Queue    string    `json:"queue"`
+	Priority int       `json:"priority"`
 }
 
 // Retry is the JSON form of a job's retry policy; durations are Go duration
@@ -97,6 +99,8 @@ type Stats struct {
 	// QueueLagSeconds is how long that job has waited past its due time.
 	QueueLagSeconds float64 `json:"queue_lag_seconds"`
 	Targets         int     `json:"targets"`
+	// Queues are the queues with their settings and counts.
+	Queues []Queue `json:"queues"`
 }
 
 // Target is one item of GET /v1/targets: a target's breaker and its jobs.
@@ -135,6 +139,7 @@ func jobView(j runlog.Job, withHistory bool) Job {
 		LastError: j.LastError, Reason: j.Reason,
 		EnqueuedAt: j.EnqueuedAt, DueAt: j.DueAt, FinishedAt: j.FinishedAt,
 		Payload: payloadJSON(j.Payload), Metadata: j.Metadata, ReplayOf: j.ReplayOf,
+		Queue: j.Queue, Priority: j.Priority,
 	}
 	if j.Timeout > 0 {
 		v.Timeout = j.Timeout.String()
@@ -173,7 +178,7 @@ func statsView(s runlog.Stats, now time.Time) Stats {
 		Pending: s.Pending, Running: s.Running, Succeeded: s.Succeeded,
 		Failed: s.Failed, Cancelled: s.Cancelled, PoolSize: s.PoolSize, InFlight: s.InFlight,
 		OldestDue: s.OldestDue, QueueLagSeconds: queueLag(s.OldestDue, now).Seconds(),
-		Targets: len(s.Targets),
+		Targets: len(s.Targets), Queues: queuesView(s.Queues).Queues,
 	}
 }
 

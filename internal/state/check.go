@@ -45,6 +45,9 @@ func (s *State) Equal(o *State) (bool, string) {
 			return false, fmt.Sprintf("key %q: job %d vs %d (present %v)", k, id, oid, ok)
 		}
 	}
+	if ok, d := queuesEqual(s, o); !ok {
+		return false, d
+	}
 	if len(s.breakers) != len(o.breakers) {
 		return false, fmt.Sprintf("%d breakers vs %d", len(s.breakers), len(o.breakers))
 	}
@@ -115,8 +118,8 @@ func specEqual(a, b *Spec) bool {
 // Check verifies the state's invariants and returns the first one broken:
 // jobs in strictly ascending id order below NextID; each job in exactly one
 // of pending (in the heap or held), running (in the running set) or
-// finished; the counts equal a recount; the heap ordered by (due, id) with
-// every entry's index right; the key index naming exactly the jobs with a
+// finished; the counts equal a recount; the queues' heaps in order with
+// every entry's index right (checkQueues); the key index naming exactly the jobs with a
 // key; no zero breaker stored; attempt histories bounded, in order, with a
 // running job's attempt Started open. It costs O(jobs) and is meant for
 // tests.
@@ -203,14 +206,11 @@ func (s *State) Check() error {
 	if got := s.TargetLoad(); !maps.Equal(got, load) || len(s.load) != len(load) {
 		return fmt.Errorf("per-target load %v, recount %v", got, load)
 	}
-	if len(s.heap)+held != s.counts.Pending || len(s.running) != s.counts.Running {
-		return fmt.Errorf("heap %d + held %d, running set %d; counts %+v", len(s.heap), held, len(s.running), s.counts)
+	if len(s.running) != s.counts.Running {
+		return fmt.Errorf("running set %d; counts %+v (held %d)", len(s.running), s.counts, held)
 	}
-	for i := 1; i < len(s.heap); i++ {
-		if less(s.heap[i], s.heap[(i-1)/2]) {
-			return fmt.Errorf("heap order broken at %d: job %d (due %d) under job %d (due %d)",
-				i, s.heap[i].ID, s.heap[i].Due, s.heap[(i-1)/2].ID, s.heap[(i-1)/2].Due)
-		}
+	if err := s.checkQueues(); err != nil {
+		return err
 	}
 	if keyed != len(s.keys) {
 		return fmt.Errorf("%d keyed jobs, %d keys indexed", keyed, len(s.keys))
@@ -229,12 +229,14 @@ func (s *State) checkIndex(j *Job) error {
 	var set []*Job
 	switch j.State {
 	case Pending:
-		set = s.heap
 		if j.held == (j.index >= 0) {
 			return fmt.Errorf("job %d is pending but in heap %v, held %v", j.ID, j.index >= 0, j.held)
 		}
 	case Running:
 		set = s.running
+	}
+	if j.State == Pending {
+		return nil // the queue's heaps are checked by checkQueues
 	}
 	if j.index < 0 {
 		if j.State == Running {

@@ -43,7 +43,7 @@ const flagBreakerFailed = 1
 // a uvarint length then that many bytes):
 //
 //	byte     version (1)
-//	byte     kind (1-9)
+//	byte     kind (1-11)
 //	uvarint  id
 //	varint   at
 //	then by kind:
@@ -63,9 +63,11 @@ const flagBreakerFailed = 1
 //	expire   (id 0) varint succeeded, varint cancelled, varint failed,
 //	         uvarint n, then n times: string kind, varint succeeded,
 //	         varint cancelled, varint failed
+//	queue    (id 0) string name, uvarint concurrency, byte paused (0, 1)
+//	snooze   uvarint attempt, varint due
 //
 // Fields a kind does not list are not written. Encode does not validate: an
-// op with kind 0 or above OpExpire, id 0, or an OpEnqueue without a Spec
+// op with kind 0 or above OpSnooze, id 0, or an OpEnqueue without a Spec
 // (written as an empty Spec) gives a record Decode rejects or reads back
 // differently. Every op that Decode returns encodes back to the same bytes.
 func Encode(dst []byte, op *Op) []byte {
@@ -113,6 +115,15 @@ func Encode(dst []byte, op *Op) []byte {
 		dst = putString(dst, op.Error)
 	case OpExpire:
 		dst = putRetention(dst, op.Retention)
+	case OpQueue:
+		qs := op.Queue
+		if qs == nil {
+			qs = &QueueSetting{}
+		}
+		dst = putQueueSetting(dst, qs)
+	case OpSnooze:
+		dst = putUvarint(dst, uint64(op.Attempt))
+		dst = putVarint(dst, op.Due)
 	}
 	return dst
 }
@@ -144,15 +155,15 @@ func Decode(b []byte) (Op, error) {
 	if v == ExtFormatVersion && op.Kind != OpEnqueue {
 		return Op{}, d.fail("a %v op in a version %d record (only enqueues carry a spec extension)", op.Kind, v)
 	}
-	if op.Kind < OpEnqueue || op.Kind > OpExpire {
+	if op.Kind < OpEnqueue || op.Kind > OpSnooze {
 		return Op{}, d.fail("unknown op kind %d", b[1])
 	}
 	d.off = 2
 	op.ID = d.uvarint("id")
 	op.At = d.varint("at")
-	if d.err == nil && (op.ID == 0) != (op.Kind == OpExpire) {
-		if op.Kind == OpExpire {
-			return Op{}, d.fail("expire op with job id %d (it has none)", op.ID)
+	if d.err == nil && (op.ID == 0) != op.Kind.jobless() {
+		if op.Kind.jobless() {
+			return Op{}, d.fail("%v op with job id %d (it has none)", op.Kind, op.ID)
 		}
 		return Op{}, d.fail("job id 0 (ids start at 1)")
 	}
@@ -206,6 +217,12 @@ func Decode(b []byte) (Op, error) {
 		op.Error = d.string("reason")
 	case OpExpire:
 		op.Retention = d.retention()
+	case OpQueue:
+		qs := d.queueSetting()
+		op.Queue = &qs
+	case OpSnooze:
+		op.Attempt = d.attempt()
+		op.Due = d.varint("due")
 	}
 	if d.err == nil && d.off != len(b) {
 		d.failAt("%d trailing bytes after a %v op", len(b)-d.off, op.Kind)

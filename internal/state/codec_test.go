@@ -49,6 +49,9 @@ func goldenOps() []struct {
 		{"enqueue-metadata", Op{Kind: OpEnqueue, ID: 5, At: 1, Due: 1, Spec: &Spec{Kind: "email", Metadata: []Meta{
 			{"tenant", "acme"}, {"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}}},
 		{"enqueue-replay", Op{Kind: OpEnqueue, ID: 6, At: 1, Due: 1, Spec: &Spec{Kind: "http", ReplayOf: 5}}},
+		{"queue", Op{Kind: OpQueue, At: 1700000000000, Queue: &QueueSetting{Name: "bulk", Concurrency: 4, Paused: true}}},
+		{"queue-default", Op{Kind: OpQueue, At: 1700000000000, Queue: &QueueSetting{}}},
+		{"snooze", Op{Kind: OpSnooze, ID: 7, At: 1700000000000, Attempt: 2, Due: 1700000060000}},
 	}
 }
 
@@ -124,7 +127,12 @@ func TestDecodeRejects(t *testing.T) {
 		{"extension version on another kind", []byte{3, 2, 1, 0}, "only enqueues carry a spec extension", false},
 		{"image version on another kind", []byte{2, 1, 1, 0}, "only retries carry an image", false},
 		{"kind 0", []byte{1, 0, 1, 0}, "unknown op kind 0", false},
-		{"kind 10", []byte{1, 10, 1, 0}, "unknown op kind 10", false},
+		{"kind 200", []byte{1, 200, 1, 0}, "unknown op kind 200", false},
+		{"queue with an id", []byte{1, byte(OpQueue), 1, 0, 0, 0, 0}, "queue op with job id 1", false},
+		{"queue paused flag 2", []byte{1, byte(OpQueue), 0, 0, 0, 0, 2}, "paused flag 2", false},
+		{"queue concurrency beyond int32", []byte{1, byte(OpQueue), 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x08, 0}, "concurrency 2147483648", false},
+		{"snooze without due", []byte{1, byte(OpSnooze), 1, 0, 1}, "due: varint runs past the end", false},
+		{"snooze with id 0", []byte{1, byte(OpSnooze), 0, 0, 1, 0}, "job id 0", false},
 		{"expire with an id", []byte{1, 9, 1, 0, 0, 0, 0, 0}, "expire op with job id 1", false},
 		{"expire with unsorted kinds", []byte{1, 9, 0, 0, 0, 0, 0, 2, 1, 0x62, 0, 0, 0, 1, 0x61, 0, 0, 0}, "not sorted", false},
 		{"id 0", []byte{1, byte(OpCancel), 0, 0, 0}, "job id 0", false},
@@ -266,7 +274,10 @@ func TestEncodeEdgeRoundTrips(t *testing.T) {
 
 func TestKindString(t *testing.T) {
 	t.Parallel()
-	want := []string{"kind(0)", "enqueue", "start", "succeed", "fail", "requeue", "defer", "cancel", "retry", "expire", "kind(10)"}
+	want := []string{"kind(0)", "enqueue", "start", "succeed", "fail", "requeue", "defer", "cancel", "retry", "expire", "queue", "snooze"}
+	if got := Kind(200).String(); got != "kind(200)" {
+		t.Errorf("Kind(200).String() = %q", got)
+	}
 	for k, w := range want {
 		if got := Kind(k).String(); got != w {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, w)
@@ -283,6 +294,9 @@ func opDiff(a, b Op) string {
 	if a.Kind != b.Kind || a.ID != b.ID || a.At != b.At || a.Due != b.Due || a.Attempt != b.Attempt ||
 		a.Class != b.Class || a.BreakerFailed != b.BreakerFailed || a.Error != b.Error || !bytes.Equal(oa, ob) {
 		return fmt.Sprintf("%+v (output %q) vs %+v (output %q)", a, oa, b, ob)
+	}
+	if (a.Queue == nil) != (b.Queue == nil) || (a.Queue != nil && *a.Queue != *b.Queue) {
+		return fmt.Sprintf("queue %+v vs %+v", a.Queue, b.Queue)
 	}
 	if (sa == nil) != (sb == nil) || (sa != nil && !specEqual(sa, sb)) {
 		return fmt.Sprintf("spec %+v vs %+v", sa, sb)
@@ -356,7 +370,7 @@ func TestStoredValuesFrozen(t *testing.T) {
 // a rename (OpRetry became OpRequeue and OpRevive became OpRetry) must
 // never move a code, or old journals would replay as other ops.
 func TestOpCodesFrozen(t *testing.T) {
-	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9} {
+	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpQueue: 10, OpSnooze: 11} {
 		if byte(k) != want {
 			t.Errorf("%v has code %d; its code is %d, frozen by the journal format", k, byte(k), want)
 		}

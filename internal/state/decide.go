@@ -25,11 +25,12 @@ type Facts struct {
 	Fails     int
 	Started   uint32 // attempts ever started
 	LastError string
+	Queue     string // the job's queue ("" the default one)
 }
 
 // FactsOf returns the facts of job j.
 func FactsOf(j *Job) Facts {
-	return Facts{ID: j.ID, Policy: j.Spec.Policy, Due: j.Due, FirstDue: j.FirstDue, Fails: j.Fails, Started: j.Started, LastError: j.LastError}
+	return Facts{ID: j.ID, Policy: j.Spec.Policy, Due: j.Due, FirstDue: j.FirstDue, Fails: j.Fails, Started: j.Started, LastError: j.LastError, Queue: j.Spec.Queue}
 }
 
 // Admit decides what happens to the pending job id at now, when it is due
@@ -132,6 +133,28 @@ func SettleJob(f Facts, attempt uint32, class retry.Class, afterMS int64, errTex
 	return op
 }
 
+// SnoozedError is the error text of a snoozed attempt in its job's
+// history.
+const SnoozedError = "snoozed"
+
+// SnoozeJob returns the op that ends the open attempt `attempt` of job
+// id, whose handler asked, at now, to run the job again afterMS ms later
+// (0 or more; a negative wait counts as 0): OpSnooze due at now + afterMS.
+// The caller checks that the attempt is open.
+func SnoozeJob(id uint64, attempt uint32, afterMS, now int64) Op {
+	return Op{Kind: OpSnooze, ID: id, At: now, Attempt: attempt, Due: addSat(now, max(afterMS, 0))}
+}
+
+// Snooze is SnoozeJob for job id of the state; a zero Op when the attempt
+// is not open.
+func (s *State) Snooze(id uint64, attempt uint32, afterMS, now int64) Op {
+	j := s.job(id)
+	if j == nil || !j.AttemptOpen(attempt) {
+		return Op{}
+	}
+	return SnoozeJob(id, attempt, afterMS, now)
+}
+
 // Orphan decides what happens to the job id found running when the journal
 // is opened (its attempt died with the process): OrphanJob
 // with the error "interrupted: the process stopped during attempt N". It
@@ -174,6 +197,8 @@ func BreakerAfter(br retry.Breaker, c retry.Circuit, op *Op) retry.Breaker {
 	switch {
 	case op.Kind == OpStart:
 		br, _ = br.Admit(c, op.At)
+	case op.Kind == OpSnooze:
+		br = br.Release()
 	case op.Kind.outcome() && op.Attempt != 0:
 		if op.Class == 0 {
 			br = br.Release()

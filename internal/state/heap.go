@@ -1,27 +1,45 @@
 package state
 
-// pendingHeap is a binary min-heap of pending jobs ordered by (Due, ID);
-// each job stores its position in index (-1 when not in the heap).
-type pendingHeap []*Job
+// jobHeap is a binary min-heap of pending jobs; each job stores its
+// position in index (-1 when in no heap). A queue keeps two (see queue):
+// its waiting jobs ordered by (Due, ID), and its ready ones, which were
+// due when last looked at, ordered by (-Priority, Due, ID).
+type jobHeap struct {
+	js    []*Job
+	ready bool // ordered by priority first: the ready heap
+}
 
-func less(a, b *Job) bool {
+// less orders two pending jobs: by (Due, ID), or, in the ready heap,
+// higher priority first and then by (Due, ID).
+func (h *jobHeap) less(a, b *Job) bool {
+	if h.ready && a.Spec.Priority != b.Spec.Priority {
+		return a.Spec.Priority > b.Spec.Priority
+	}
 	return a.Due < b.Due || (a.Due == b.Due && a.ID < b.ID)
 }
 
-func (h *pendingHeap) push(j *Job) {
-	j.index = int32(len(*h))
-	*h = append(*h, j)
+func (h *jobHeap) push(j *Job) {
+	j.index = int32(len(h.js))
+	j.ready = h.ready
+	h.js = append(h.js, j)
 	h.up(int(j.index))
 }
 
+// pop removes and returns the first job.
+func (h *jobHeap) pop() *Job {
+	j := h.js[0]
+	h.remove(j)
+	return j
+}
+
 // remove takes j out of the heap; j must be in it.
-func (h *pendingHeap) remove(j *Job) {
-	i, last := int(j.index), len(*h)-1
+func (h *jobHeap) remove(j *Job) {
+	i, last := int(j.index), len(h.js)-1
 	if i != last {
 		h.swap(i, last)
 	}
-	(*h)[last] = nil
-	*h = (*h)[:last]
+	h.js[last] = nil
+	h.js = h.js[:last]
 	j.index = -1
 	if i != last {
 		h.fix(i)
@@ -29,22 +47,23 @@ func (h *pendingHeap) remove(j *Job) {
 }
 
 // fix restores the order after the job at i changed its Due.
-func (h *pendingHeap) fix(i int) {
+func (h *jobHeap) fix(i int) {
 	if !h.down(i) {
 		h.up(i)
 	}
 }
 
-func (h pendingHeap) swap(i, k int) {
-	h[i], h[k] = h[k], h[i]
-	h[i].index = int32(i)
-	h[k].index = int32(k)
+func (h *jobHeap) swap(i, k int) {
+	js := h.js
+	js[i], js[k] = js[k], js[i]
+	js[i].index = int32(i)
+	js[k].index = int32(k)
 }
 
-func (h pendingHeap) up(i int) {
+func (h *jobHeap) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !less(h[i], h[p]) {
+		if !h.less(h.js[i], h.js[p]) {
 			return
 		}
 		h.swap(i, p)
@@ -53,17 +72,17 @@ func (h pendingHeap) up(i int) {
 }
 
 // down sifts the job at i down and reports whether it moved.
-func (h pendingHeap) down(i int) bool {
-	start, n := i, len(h)
+func (h *jobHeap) down(i int) bool {
+	start, n := i, len(h.js)
 	for {
 		c := 2*i + 1
 		if c >= n {
 			break
 		}
-		if r := c + 1; r < n && less(h[r], h[c]) {
+		if r := c + 1; r < n && h.less(h.js[r], h.js[c]) {
 			c = r
 		}
-		if !less(h[c], h[i]) {
+		if !h.less(h.js[c], h.js[i]) {
 			break
 		}
 		h.swap(i, c)

@@ -115,6 +115,8 @@ type Job struct {
 	State JobState
 	// held marks a pending job taken out of the heap by Hold.
 	held bool
+	// ready marks a pending job in its queue's ready heap (see queue).
+	ready bool
 	// inDone marks a job on the Done list.
 	inDone bool
 	// gen counts the job's entries on the Done list, so that Evict can

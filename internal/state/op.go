@@ -42,6 +42,14 @@ const (
 	// op's Retention) has run out, and releases its idempotency key. ID is
 	// 0: it is about no one job.
 	OpExpire
+	// OpQueue gives the queue Queue.Name the setting Queue (its
+	// concurrency, whether it is paused). ID is 0. (Code 10.)
+	OpQueue
+	// OpSnooze ends attempt Attempt as the handler asked: the job is
+	// pending again at Due with no failure counted (its retry budget is
+	// unchanged) and no effect on its target's breaker but the release of
+	// a half-open probe slot the attempt held. (Code 11.)
+	OpSnooze
 )
 
 // String returns the op's name ("enqueue", "start", …) or "kind(N)".
@@ -65,11 +73,19 @@ func (k Kind) String() string {
 		return "retry"
 	case OpExpire:
 		return "expire"
+	case OpQueue:
+		return "queue"
+	case OpSnooze:
+		return "snooze"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// outcome reports whether k ends an attempt.
+// jobless reports whether ops of kind k are about no one job (ID 0).
+func (k Kind) jobless() bool { return k == OpExpire || k == OpQueue }
+
+// outcome reports whether k ends an attempt with a class (OpSnooze ends
+// one without).
 func (k Kind) outcome() bool { return k == OpSucceed || k == OpFail || k == OpRequeue }
 
 // Op is one state change, the unit the engine journals before applying it.
@@ -83,7 +99,7 @@ type Op struct {
 	// time, the start's now, the outcome's time, the cancel time.
 	At int64
 	// Due is the job's new due time: for OpEnqueue, OpRequeue (the next
-	// try), OpDefer (when the breaker may admit) and OpRetry.
+	// try), OpDefer (when the breaker may admit), OpRetry and OpSnooze.
 	Due int64
 	// Attempt is, for OpStart, the attempt it begins (attempts started
 	// so far + 1); for an outcome op, the attempt it ends, or 0 for an
@@ -107,6 +123,8 @@ type Op struct {
 	Output []byte
 	// Retention is, for OpExpire only, how long finished jobs are kept.
 	Retention *Retention
+	// Queue is, for OpQueue only, the queue's new setting.
+	Queue *QueueSetting
 	// Image is, for OpRetry only, the job as it was when it finished
 	// (spec, payload, history, partition): what a store that evicted the
 	// job needs to bring it back, so that replay never depends on what the

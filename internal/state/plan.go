@@ -22,13 +22,26 @@ const (
 	// Stopped: the claim is complete (Max starts, or the bound of
 	// decisions reached); neither this job nor any after it is decided.
 	Stopped
+	// QueueHeld: the job's queue is paused or runs its concurrency
+	// already; the job stays pending, untouched, and no job of its queue
+	// is offered again in this claim.
+	QueueHeld
 )
 
+// QueueView is what a claim knows of the queues: each one's setting, and
+// how many of its attempts run now, the claim's own starts included (the
+// embedded store's state counts them as it applies each start; the
+// PostgreSQL claim adds its starts to the count it read).
+type QueueView interface {
+	Queue(name string) QueueInfo
+}
+
 // Planner is the claim rule both stores follow: offered the due jobs in
-// (due time, id) order, with their targets' breakers as they stand when
+// claim order (higher priority first, then (due time, id)), with their targets' breakers as they stand when
 // each is offered, it starts, defers or fails each (AdmitJob), holds back
 // a job whose target has PerTarget attempts running (those running before
-// the claim plus those it starts), and stops once it has started Max
+// the claim plus those it starts) and the jobs of a paused queue or of a
+// queue at its concurrency (SetQueues), and stops once it has started Max
 // attempts or made 4096 deferrals and failures. It changes nothing: the
 // caller applies each planned op, so that the next job sees its effect on
 // the breaker. A PostgreSQL claim that reads its due rows in rounds feeds
@@ -42,7 +55,12 @@ type Planner struct {
 	decisions      int
 	held           int
 	byTarget       map[string]int // starts per target, when perTarget > 0
+	queues         QueueView      // nil: every queue unpaused, unbounded
 }
+
+// SetQueues makes the planner hold back the jobs of paused queues and of
+// queues at their concurrency, as v tells.
+func (p *Planner) SetQueues(v QueueView) { p.queues = v }
 
 // NewPlanner returns the planner of one claim at now under circuit c: at
 // most max starts, at most perTarget attempts running per target (0 for
@@ -63,6 +81,12 @@ func (p *Planner) Done() bool {
 func (p *Planner) Plan(f Facts, target string, br retry.Breaker) (Op, Verdict) {
 	if p.Done() {
 		return Op{}, Stopped
+	}
+	if p.queues != nil {
+		if q := p.queues.Queue(f.Queue); q.Paused || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
+			p.held++
+			return Op{}, QueueHeld
+		}
 	}
 	if p.perTarget > 0 {
 		n := p.byTarget[target]

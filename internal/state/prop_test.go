@@ -187,6 +187,8 @@ func (m *sim) enqueue() {
 			Kind: "k", Target: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(m.t, "target"),
 			Payload: []byte(rapid.StringN(0, 8, -1).Draw(m.t, "payload")), Key: key, Policy: p,
 			TimeoutMS: rapid.Int64Range(0, 1000).Draw(m.t, "timeout"),
+			Queue:     rapid.SampledFrom([]string{"", "", "q1", "q2"}).Draw(m.t, "queue"),
+			Priority:  rapid.SampledFrom([]int32{0, 0, 0, 1, -1, 5}).Draw(m.t, "priority"),
 		}})
 	if _, now := m.live.Job(id); now && !existed {
 		// The id of a job that an expire dropped while its cancelled
@@ -200,16 +202,37 @@ func (m *sim) enqueue() {
 // dispatch starts, defers or fails due jobs like the engine does, holding
 // some of them to look past.
 func (m *sim) dispatch() {
+	p := NewPlanner(m.cfg.Circuit, m.now, 4, 0, nil)
+	p.SetQueues(m.live)
+	heldQueues := map[string]bool{}
 	for range rapid.IntRange(1, 4).Draw(m.t, "claims") {
+		want := m.firstDue(heldQueues)
 		j, ok := m.live.PeekDue(m.now)
 		if !ok {
+			if want != nil {
+				m.t.Fatalf("PeekDue found nothing, job %d is due first", want.ID)
+			}
 			break
+		}
+		if want != j {
+			m.t.Fatalf("PeekDue gave job %d (queue %q, priority %d, due %d), job %d (queue %q, priority %d, due %d) comes first", j.ID, j.Spec.Queue, j.Spec.Priority, j.Due, want.ID, want.Spec.Queue, want.Spec.Priority, want.Due)
 		}
 		if rapid.IntRange(0, 3).Draw(m.t, "hold") == 0 {
 			m.live.Hold(j.ID)
 			continue
 		}
-		op := m.live.Admit(j.ID, m.now)
+		op, v := p.Plan(FactsOf(j), j.Spec.Target, m.live.Breaker(j.Spec.Target))
+		if v == QueueHeld {
+			m.live.HoldQueue(j.Spec.Queue)
+			heldQueues[j.Spec.Queue] = true
+			continue
+		}
+		if v != Planned {
+			break
+		}
+		if q := m.live.Queue(j.Spec.Queue); op.Kind == OpStart && (q.Paused || (q.Concurrency > 0 && q.Running >= q.Concurrency)) {
+			m.t.Fatalf("job %d starts in queue %+v", j.ID, q)
+		}
 		if op.Kind == OpStart {
 			p := j.Spec.Policy
 			if p.DeadlineMS > 0 && j.FirstDue+p.DeadlineMS <= m.now {
@@ -228,6 +251,32 @@ func (m *sim) dispatch() {
 	}
 }
 
+// firstDue returns the job a claim should take first, by scanning every
+// job: due, pending, not held, of a queue neither paused nor held, highest
+// priority, then earliest due, then lowest id.
+func (m *sim) firstDue(heldQueues map[string]bool) *Job {
+	var best *Job
+	m.live.Scan(0, false, func(j *Job) bool {
+		if j.State != Pending || j.held || j.Due > m.now || heldQueues[j.Spec.Queue] || m.live.Queue(j.Spec.Queue).Paused {
+			return true
+		}
+		if best == nil || ClaimOrder(j, best) {
+			best = j
+		}
+		return true
+	})
+	return best
+}
+
+// setQueue journals a random setting of a random queue.
+func (m *sim) setQueue() {
+	m.step(QueueOp(QueueSetting{
+		Name:        rapid.SampledFrom([]string{"", "q1", "q2"}).Draw(m.t, "queueName"),
+		Concurrency: rapid.IntRange(0, 2).Draw(m.t, "concurrency"),
+		Paused:      rapid.IntRange(0, 2).Draw(m.t, "paused") == 0,
+	}, m.now))
+}
+
 func (m *sim) settle() {
 	if len(m.inFlight) == 0 {
 		return
@@ -235,6 +284,19 @@ func (m *sim) settle() {
 	i := rapid.IntRange(0, len(m.inFlight)-1).Draw(m.t, "flight")
 	f := m.inFlight[i]
 	m.inFlight = slices.Delete(m.inFlight, i, i+1)
+	if rapid.IntRange(0, 4).Draw(m.t, "snooze") == 0 {
+		j, _ := m.live.Job(f.id)
+		op := m.live.Snooze(f.id, f.n, rapid.Int64Range(-5, 2000).Draw(m.t, "snoozeFor"), m.now)
+		if j == nil || op.Kind == 0 {
+			return // an expire dropped the job, cancelled while it ran
+		}
+		fails, st := j.Fails, j.State
+		m.step(op)
+		if j.Fails != fails || (st == Running && j.State != Pending) || (st == Running && j.Due < m.now) {
+			m.t.Fatalf("snooze of job %d: fails %d -> %d, state %v -> %v, due %d at %d", f.id, fails, j.Fails, st, j.State, j.Due, m.now)
+		}
+		return
+	}
 	class := retry.Class(rapid.IntRange(int(retry.Success), int(retry.Unsafe)).Draw(m.t, "class"))
 	after := rapid.Int64Range(-1, 3000).Draw(m.t, "after")
 	out := []byte(rapid.StringN(0, 4, -1).Draw(m.t, "output"))
@@ -319,7 +381,7 @@ func TestReplayEqualsLive(t *testing.T) {
 		m := &sim{t: t, cfg: cfg, live: New(cfg), now: rapid.Int64Range(0, 1<<41).Draw(t, "start")}
 		steps := rapid.IntRange(1, 200).Draw(t, "steps")
 		for range steps {
-			switch rapid.IntRange(0, 12).Draw(t, "action") {
+			switch rapid.IntRange(0, 13).Draw(t, "action") {
 			case 0, 1:
 				m.enqueue()
 			case 2, 3, 4:
@@ -347,6 +409,8 @@ func TestReplayEqualsLive(t *testing.T) {
 					r.PerKind = []KindRetention{{Kind: "k", SucceededMS: rapid.Int64Range(0, 3000).Draw(t, "keepA")}}
 				}
 				m.step(Op{Kind: OpExpire, At: m.now, Retention: r})
+			case 13:
+				m.setQueue()
 			}
 		}
 		m.replay()

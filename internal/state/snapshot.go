@@ -38,12 +38,26 @@ type section struct {
 // breakers to keep. A feature with state of its own appends its section
 // here and reads it in readSection.
 func (s *State) sections() []section {
-	return nil
+	var secs []section
+	if b := s.queueSection(); b != nil {
+		secs = append(secs, section{tag: sectionQueues, body: b})
+	}
+	return secs
 }
+
+// The snapshot section tags.
+const (
+	sectionQueues = 1
+)
 
 // readSection reads the body of the section tag into the state.
 func (s *State) readSection(tag uint64, d *decoder) {
-	d.newer("snapshot section %d, which this build does not know", tag)
+	switch tag {
+	case sectionQueues:
+		s.readQueueSection(d)
+	default:
+		d.newer("snapshot section %d, which this build does not know", tag)
+	}
 }
 
 // appendSections appends the sections part of a version 3 body: uvarint
@@ -528,10 +542,10 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 		}
 		switch st := j.State; st {
 		case Pending:
-			s.count(sp.Target, st, 1)
-			s.heap.push(j)
+			s.count(sp, st, 1)
+			s.pushPending(j)
 		case Running:
-			s.count(sp.Target, st, 1)
+			s.count(sp, st, 1)
 			j.index = int32(len(s.running))
 			s.running = append(s.running, j)
 		default:
@@ -540,7 +554,7 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 				break
 			}
 			if v == 1 {
-				s.count(sp.Target, st, 1)
+				s.count(sp, st, 1)
 				j.Part = PartOf(s.retention, sp.Kind, st, j.FinishedAt)
 				c := s.parts[j.Part]
 				c.add(st, 1)

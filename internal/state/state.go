@@ -72,7 +72,7 @@ type State struct {
 	jobs       []*Job   // ascending by ID; nil where a job was evicted or dropped
 	ids        []uint64 // the ids of jobs, kept where jobs has a nil
 	holes      int      // how many nils jobs holds
-	heap       pendingHeap
+	q          queueSet // the queues, with the pending jobs (queues.go)
 	held       []*Job
 	running    []*Job // unordered; a running job's index is its position
 	keys       map[string]uint64
@@ -117,6 +117,7 @@ func New(cfg Config) *State {
 		retention: cfg.Retention,
 		parts:     make(map[int64]Counts),
 		horizon:   math.MinInt64,
+		q:         queueSet{def: queue{ready: jobHeap{ready: true}}},
 	}
 }
 
@@ -189,8 +190,10 @@ func (s *State) Apply(op *Op) {
 	switch op.Kind {
 	case OpEnqueue:
 		s.enqueue(op)
-	case OpStart, OpDefer, OpSucceed, OpFail, OpRequeue:
+	case OpStart, OpDefer, OpSucceed, OpFail, OpRequeue, OpSnooze:
 		s.step(op)
+	case OpQueue:
+		s.applyQueue(op)
 	case OpCancel:
 		s.cancel(op)
 	case OpRetry:
@@ -447,8 +450,8 @@ func (s *State) enqueue(op *Op) {
 		s.keys[op.Spec.Key] = op.ID
 	}
 	s.nextID = max(s.nextID, op.ID+1)
-	s.heap.push(j)
-	s.count(a.spec.Target, Pending, 1)
+	s.pushPending(j)
+	s.count(&a.spec, Pending, 1)
 }
 
 // insert puts j at position i of jobs (where search placed its id),
@@ -501,7 +504,9 @@ func (s *State) step(op *Op) {
 	}
 	if ch.From == ch.To {
 		if op.Kind == OpDefer && j.index >= 0 {
-			s.heap.fix(int(j.index)) // a held job is placed when released
+			// A held job is placed when released.
+			s.popPending(j)
+			s.pushPending(j)
 		}
 		if j.State.Finished() {
 			s.archivable(j) // the last open attempt of a cancelled job ended
@@ -514,14 +519,14 @@ func (s *State) step(op *Op) {
 	case Running:
 		s.stopRunning(j)
 	}
-	s.count(target, ch.From, -1)
-	s.count(target, ch.To, 1)
+	s.count(j.Spec, ch.From, -1)
+	s.count(j.Spec, ch.To, 1)
 	switch ch.To {
 	case Running:
 		j.index = int32(len(s.running))
 		s.running = append(s.running, j)
 	case Pending:
-		s.heap.push(j)
+		s.pushPending(j)
 	default:
 		s.finished(j)
 	}
@@ -565,7 +570,7 @@ func (s *State) retryJob(op *Op) {
 	s.setState(j, Pending)
 	j.Due, j.FirstDue, j.Fails, j.Part = op.Due, op.Due, 0, 0
 	j.FinishedAt, j.Reason, j.LastError = 0, "", ""
-	s.heap.push(j)
+	s.pushPending(j)
 	s.retried = true
 }
 
@@ -604,8 +609,8 @@ func (s *State) finish(j *Job, st JobState, at int64, reason string) {
 }
 
 func (s *State) setState(j *Job, st JobState) {
-	s.count(j.Spec.Target, j.State, -1)
-	s.count(j.Spec.Target, st, 1)
+	s.count(j.Spec, j.State, -1)
+	s.count(j.Spec, st, 1)
 	j.State = st
 }
 
@@ -622,7 +627,7 @@ func (s *State) stopRunning(j *Job) {
 // unqueue takes a pending job out of the heap or the held set.
 func (s *State) unqueue(j *Job) {
 	if j.index >= 0 {
-		s.heap.remove(j)
+		s.popPending(j)
 	}
 	j.held = false
 }
@@ -692,25 +697,6 @@ func (s *State) ByKey(key string) (uint64, bool) {
 	return id, ok
 }
 
-// NextDue returns the earliest due time among the pending jobs that are not
-// held, and false when there is none.
-func (s *State) NextDue() (int64, bool) {
-	if len(s.heap) == 0 {
-		return 0, false
-	}
-	return s.heap[0].Due, true
-}
-
-// PeekDue returns the pending job that comes first in (due time, id) order
-// if it is due at now (Due ≤ now), skipping held jobs. It does not change
-// the state.
-func (s *State) PeekDue(now int64) (*Job, bool) {
-	if len(s.heap) == 0 || s.heap[0].Due > now {
-		return nil, false
-	}
-	return s.heap[0], true
-}
-
 // Hold takes the pending job id out of the due order until ReleaseHeld, so
 // that PeekDue and NextDue look past it; the engine uses it to skip a job
 // whose target is at its concurrency limit. It is not an op and is not
@@ -722,19 +708,20 @@ func (s *State) Hold(id uint64) {
 	if j == nil || j.State != Pending || j.index < 0 {
 		return
 	}
-	s.heap.remove(j)
+	s.popPending(j)
 	j.held = true
 	s.held = append(s.held, j)
 }
 
 // ReleaseHeld puts every held job that is still pending back in the due
-// order.
+// order, and ends every HoldQueue.
 func (s *State) ReleaseHeld() {
+	s.releaseQueues()
 	for i, j := range s.held {
 		if j.held {
 			j.held = false
 			if j.State == Pending && j.index < 0 {
-				s.heap.push(j)
+				s.pushPending(j)
 			}
 		}
 		s.held[i] = nil
@@ -790,13 +777,15 @@ func (s *State) TargetLoad() map[string]Counts {
 	return load
 }
 
-// count adds d jobs of target in state st to the counts, overall and per
-// target.
-func (s *State) count(target string, st JobState, d int) {
+// count adds d jobs of spec sp in state st to the counts, overall, per
+// target and per queue.
+func (s *State) count(sp *Spec, st JobState, d int) {
 	s.counts.add(st, d)
 	if st != Pending && st != Running {
 		return
 	}
+	s.countQueue(sp.Queue, st, d)
+	target := sp.Target
 	c := s.lastLoad
 	if c == nil || s.lastLoadTarget != target {
 		c = s.load[target]

@@ -591,18 +591,18 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 		{"id past next", func(s *State) { s.nextID = 2 }, "out of order"},
 		{"spec", func(s *State) { s.jobs[0].Spec = nil }, "no spec"},
 		{"heap index", func(s *State) { s.jobs[0].index = 5 }, "index 5 is wrong"},
-		{"pending outside the heap", func(s *State) { s.heap.remove(s.jobs[1]) }, "in heap false"},
+		{"pending outside the heap", func(s *State) { s.popPending(s.jobs[1]) }, "in heap false"},
 		{"held and in the heap", func(s *State) { s.jobs[1].held = true }, "in heap true, held true"},
 		{"running outside the set", func(s *State) {
-			s.heap.remove(s.jobs[1])
+			s.popPending(s.jobs[1])
 			s.jobs[1].State, s.counts = Running, Counts{Pending: 1, Running: 1}
 		}, "not in the running set"},
 		{"running at a wrong index", func(s *State) { s.jobs[1].State, s.counts = Running, Counts{Pending: 1, Running: 1} }, "(running): index"},
-		{"finished but held", func(s *State) { s.heap.remove(s.jobs[1]); s.jobs[1].State, s.jobs[1].held = Failed, true }, "failed but held"},
+		{"finished but held", func(s *State) { s.popPending(s.jobs[1]); s.jobs[1].State, s.jobs[1].held = Failed, true }, "failed but held"},
 		{"counts", func(s *State) { s.counts.Pending++ }, "recount"},
-		{"heap size", func(s *State) { s.heap = append(s.heap, s.jobs[0]) }, "heap 3 + held 0"},
+		{"heap size", func(s *State) { s.q.def.wait.js = append(s.q.def.wait.js, s.jobs[0]) }, "in heaps 3"},
 		{"running size", func(s *State) { s.running = append(s.running, s.jobs[0]) }, "running set 1"},
-		{"heap order", func(s *State) { s.heap[0].Due = 100 }, "heap order"},
+		{"heap order", func(s *State) { s.q.def.wait.js[0].Due = 100 }, "heap order"},
 		{"key", func(s *State) { s.keys["k"] = 2 }, "maps to job 2"},
 		{"key count", func(s *State) { s.keys["z"] = 2 }, "keys indexed"},
 		{"zero breaker", func(s *State) { s.breakers["z"] = retry.Breaker{} }, "stored while zero"},

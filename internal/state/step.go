@@ -19,8 +19,8 @@ type Change struct {
 }
 
 // Step applies op to job j and its target's breaker *br: the per-job part
-// of State.Apply for OpStart, OpDefer and the outcome ops (OpSucceed,
-// OpFail, OpRequeue), which both stores run (the embedded store through
+// of State.Apply for OpStart, OpDefer, OpSnooze and the outcome ops
+// (OpSucceed, OpFail, OpRequeue), which both stores run (the embedded store through
 // Apply, the PostgreSQL store on the rows it reads). Other kinds change
 // nothing. The rules:
 //
@@ -28,6 +28,9 @@ type Change struct {
 //     Started+1: the job runs, its breaker takes an admission even if it
 //     would now refuse (the journal is the truth on replay).
 //   - OpDefer moves a pending job to op.Due.
+//   - OpSnooze ends an open attempt like an outcome with no class (the
+//     breaker only releases a probe slot the attempt held; the job's
+//     failures do not change) and makes the job pending at op.Due.
 //   - An outcome with Attempt 0 is admission failing a pending job.
 //   - An outcome of an attempt ends it only while it is open (AttemptOpen):
 //     the attempt's end goes into the history and feeds the breaker, even
@@ -54,6 +57,18 @@ func Step(j *Job, br *retry.Breaker, c retry.Circuit, op *Op) Change {
 			return ch
 		}
 		j.Due = op.Due
+	case OpSnooze:
+		a := j.openAttempt(op.Attempt)
+		if a == nil {
+			return ch
+		}
+		feed(br, c, op)
+		ch.Fed = true
+		a.Ended, a.EndedAt, a.Error = true, op.At, SnoozedError
+		if j.State == Running && op.Attempt == j.Started {
+			j.Due = op.Due
+			j.State = Pending
+		}
 	case OpSucceed, OpFail, OpRequeue:
 		if op.Attempt == 0 {
 			// Only admission fails a job outside an attempt.

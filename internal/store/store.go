@@ -68,9 +68,12 @@ type Outcome struct {
 	ID      uint64
 	Attempt uint32
 	Class   retry.Class
-	AfterMS int64 // the server's wait for a retryable failure; < 0 for none
-	Error   string
-	Output  []byte
+	AfterMS int64 // the server's wait for a retryable failure; < 0 for none; the snooze's wait
+	// Snooze: the handler asked for the job to run again after AfterMS ms,
+	// with no failure counted (OpSnooze); Class is then ignored.
+	Snooze bool
+	Error  string
+	Output []byte
 }
 
 // Limits bound one Claim call.
@@ -213,6 +216,17 @@ type Store interface {
 	// Expire drops the finished jobs whose retention ran out by now (and
 	// releases their idempotency keys).
 	Expire(ctx context.Context, now int64) error
+	// Queues returns every queue the store knows (the default one, named
+	// "", always; the others while they have jobs pending or running or a
+	// setting other than the zero one), sorted by name.
+	Queues(ctx context.Context) ([]state.QueueInfo, error)
+	// SetQueue changes the setting of the queue name: its concurrency when
+	// concurrency is not nil, whether it is paused when paused is not nil.
+	// It returns once the change is durable and in force: no attempt of a
+	// queue paused by it starts after it returns (on PostgreSQL, on any
+	// node), and a queue it resumes starts its due jobs without waiting
+	// for a poll.
+	SetQueue(ctx context.Context, now int64, name string, concurrency *int, paused *bool) (state.QueueInfo, error)
 	// SetNotify installs the engine's callbacks; called once, before any
 	// other method.
 	SetNotify(n Notify)

@@ -352,6 +352,7 @@ func (s *Store) fillPayloads(claims []store.Claim) error {
 func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]store.Claim, []state.Op) {
 	var claims []store.Claim
 	p := state.NewPlanner(s.st.Circuit(), now, lim.Max, lim.PerTarget, lim.Running)
+	p.SetQueues(s.st)
 	for !p.Done() {
 		job, ok := s.st.PeekDue(now)
 		if !ok {
@@ -360,6 +361,10 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 		op, v := p.Plan(state.FactsOf(job), job.Spec.Target, s.st.Breaker(job.Spec.Target))
 		if v == state.Held {
 			s.st.Hold(job.ID)
+			continue
+		}
+		if v == state.QueueHeld {
+			s.st.HoldQueue(job.Spec.Queue)
 			continue
 		}
 		// Apply now so that the next PeekDue, and the next job's breaker,
@@ -424,7 +429,12 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	}
 	ops := make([]state.Op, 0, len(outs)+lim.Max)
 	for _, o := range outs {
-		op := s.st.Settle(o.ID, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rnd())
+		var op state.Op
+		if o.Snooze {
+			op = s.st.Snooze(o.ID, o.Attempt, o.AfterMS, now)
+		} else {
+			op = s.st.Settle(o.ID, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rnd())
+		}
 		if op.Kind == 0 {
 			continue // the attempt is not open (a duplicate or fenced outcome): nothing to journal
 		}
@@ -784,7 +794,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		return store.Stats{}, err
 	}
 	st := store.Stats{Counts: s.st.Counts()}
-	st.OldestDue, st.HasDue = s.st.NextDue()
+	st.OldestDue, st.HasDue = s.st.OldestDue()
 	return st, nil
 }
 
@@ -913,4 +923,39 @@ func (s *Store) fail(err error) {
 		s.failed = err
 	}
 	s.mu.Unlock()
+}
+
+// Queues implements store.Store.
+func (s *Store) Queues(ctx context.Context) ([]state.QueueInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.readableLocked(); err != nil {
+		return nil, err
+	}
+	return s.st.Queues(), nil
+}
+
+// SetQueue implements store.Store: it journals an OpQueue with the queue's
+// new setting. The claims that follow it in the journal see it, and a
+// claim cannot interleave (both hold s.mu while they apply).
+func (s *Store) SetQueue(ctx context.Context, now int64, name string, concurrency *int, paused *bool) (state.QueueInfo, error) {
+	if concurrency != nil && (*concurrency < 0 || *concurrency > state.MaxQueueConcurrency) {
+		return state.QueueInfo{}, fmt.Errorf("embedded: queue concurrency %d out of range 0-%d", *concurrency, state.MaxQueueConcurrency)
+	}
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return state.QueueInfo{}, err
+	}
+	set := s.st.Queue(name).QueueSetting
+	if concurrency != nil {
+		set.Concurrency = *concurrency
+	}
+	if paused != nil {
+		set.Paused = *paused
+	}
+	wait := s.submitLocked([]state.Op{state.QueueOp(set, now)})
+	info := s.st.Queue(name)
+	s.mu.Unlock()
+	return info, wait()
 }

@@ -29,6 +29,7 @@ type answers struct {
 	Missing []uint64
 	Stats   store.Stats
 	Targets []store.TargetInfo
+	Queues  []state.QueueInfo
 }
 
 // answersDiff returns the first difference between a (live) and b, or "".
@@ -57,6 +58,9 @@ func answersDiff(a, b answers) string {
 	}
 	if !reflect.DeepEqual(a.Targets, b.Targets) {
 		return fmt.Sprintf("targets: live %+v, other %+v", a.Targets, b.Targets)
+	}
+	if !reflect.DeepEqual(a.Queues, b.Queues) {
+		return fmt.Sprintf("queues: live %+v, other %+v", a.Queues, b.Queues)
 	}
 	return ""
 }
@@ -145,6 +149,9 @@ func collect(t testing.TB, s *Store, maxID uint64) answers {
 	if a.Targets, err = s.Targets(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if a.Queues, err = s.Queues(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return a
 }
 
@@ -198,17 +205,19 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				crashed = mem.CrashClone(rand.New(rand.NewPCG(uint64(step), 7)))
 			}
 			now += rapid.Int64Range(0, 900).Draw(rt, "dt")
-			switch rapid.IntRange(0, 8).Draw(rt, "action") {
+			switch rapid.IntRange(0, 9).Draw(rt, "action") {
 			case 0, 1:
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				jobs := make([]store.NewJob, n)
 				for i := range jobs {
 					jobs[i] = store.NewJob{Due: now + rapid.Int64Range(-100, 1000).Draw(rt, "due"), Spec: state.Spec{
-						Kind:    rapid.SampledFrom([]string{"k1", "k2"}).Draw(rt, "kind"),
-						Target:  rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "target"),
-						Payload: []byte(rapid.StringN(0, 40, -1).Draw(rt, "payload")),
-						Key:     rapid.SampledFrom([]string{"", "", "", "x", "y"}).Draw(rt, "key"),
-						Policy:  retry.Policy{Attempts: rapid.IntRange(1, 3).Draw(rt, "attempts"), BaseMS: 10, CapMS: 100},
+						Kind:     rapid.SampledFrom([]string{"k1", "k2"}).Draw(rt, "kind"),
+						Target:   rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "target"),
+						Payload:  []byte(rapid.StringN(0, 40, -1).Draw(rt, "payload")),
+						Key:      rapid.SampledFrom([]string{"", "", "", "x", "y"}).Draw(rt, "key"),
+						Policy:   retry.Policy{Attempts: rapid.IntRange(1, 3).Draw(rt, "attempts"), BaseMS: 10, CapMS: 100},
+						Queue:    rapid.SampledFrom([]string{"", "", "q"}).Draw(rt, "queue"),
+						Priority: rapid.SampledFrom([]int32{0, 0, 3, -3}).Draw(rt, "priority"),
 					}}
 				}
 				got, err := s.Enqueue(ctx, now, jobs)
@@ -233,6 +242,9 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				claimed = append(claimed[:i], claimed[i+1:]...)
 				class := retry.Class(rapid.IntRange(int(retry.Success), int(retry.Unsafe)).Draw(rt, "class"))
 				out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: -1, Error: "e"}
+				if rapid.IntRange(0, 3).Draw(rt, "snooze") == 0 {
+					out = store.Outcome{ID: c.ID, Attempt: c.Attempt, Snooze: true, AfterMS: rapid.Int64Range(0, 500).Draw(rt, "snoozeFor")}
+				}
 				more, err := s.Finish(ctx, now, rnd, []store.Outcome{out}, store.Limits{Max: rapid.IntRange(0, 2).Draw(rt, "reclaim")})
 				if err != nil {
 					rt.Fatal(err)
@@ -258,6 +270,11 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				}
 			case 8:
 				if err := s.settle(); err != nil {
+					rt.Fatal(err)
+				}
+			case 9:
+				conc, paused := rapid.IntRange(0, 2).Draw(rt, "concurrency"), rapid.Bool().Draw(rt, "paused")
+				if _, err := s.SetQueue(ctx, now, rapid.SampledFrom([]string{"", "q"}).Draw(rt, "setQueue"), &conc, &paused); err != nil {
 					rt.Fatal(err)
 				}
 			}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -40,14 +41,16 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 		var (
 			nonZero map[string]retry.Breaker
 			due     []*jobRow
+			queues  claimQueues
 		)
+		queueQueues(b, &queues)
 		queueNonZeroBreakers(b, &nonZero)
 		queueDue(b, now, lim.Max, &due)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
 		res, seenNonZero = claimResult{}, nonZero
-		return s.newClaim(tx, now, lim, nil, nonZero, &res).run(ctx, &due)
+		return s.newClaim(tx, now, lim, nil, nonZero, queues, &res).run(ctx, &due)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -113,24 +116,31 @@ type claimTx struct {
 	// gains the ones the claim reads.
 	brs map[string]*breakerRow
 	// nonZero is as for loadBreakers.
-	nonZero  map[string]retry.Breaker
-	plan     state.Planner
-	held     []int64 // the jobs held back by the per-target limit: not selected again
-	deferred bool    // a job was deferred
-	res      *claimResult
+	nonZero map[string]retry.Breaker
+	plan    state.Planner
+	held    []int64 // the jobs held back by the per-target limit: not selected again
+	queues  claimQueues
+	// heldQueues are the queues found at their concurrency: their jobs
+	// are not selected again.
+	heldQueues []string
+	deferred   bool // a job was deferred
+	res        *claimResult
 }
 
 // newClaim returns the claim at now within lim inside tx, which decides
 // into *res. brs holds the breakers tx has read already (nil for none).
-func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, res *claimResult) *claimTx {
+func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, queues claimQueues, res *claimResult) *claimTx {
 	if brs == nil {
 		brs = make(map[string]*breakerRow)
 	}
 	res.at = now
-	return &claimTx{
+	c := &claimTx{
 		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, held: []int64{}, res: res,
-		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running),
+		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running), queues: queues, heldQueues: []string{},
 	}
+	c.plan.SetQueues(queues)
+	s.noteBounded(queues)
+	return c
 }
 
 // run decides the claim. pre, if not nil, holds the first round's due
@@ -138,6 +148,9 @@ func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string
 // returns the last round's writes unsent, for the caller to send with its
 // COMMIT (which fills in the result's next due time).
 func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
+	if err := countBounded(ctx, c.tx, c.queues); err != nil {
+		return nil, err
+	}
 	for round := 0; ; round++ {
 		want := claimWant(c.max-len(c.res.claims), round)
 		var due []*jobRow
@@ -145,7 +158,7 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 			due, pre = *pre, nil
 		} else {
 			var b pgx.Batch
-			queueDueRound(&b, c.now, c.held, want, &due)
+			queueDueRound(&b, c.now, c.held, c.heldQueues, want, &due)
 			if err := sendBatch(ctx, c.tx, &b); err != nil {
 				return nil, err
 			}
@@ -161,7 +174,7 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 		last := left != nil || c.plan.Done()
 		if !last && len(due) < want {
 			c.res.exhausted, last = true, true
-		} else if left != nil && len(c.held) == 0 {
+		} else if left != nil && len(c.held) == 0 && len(c.heldQueues) == 0 {
 			// Every pending job due before it was started, deferred or
 			// failed here (or is another node's to claim): it is the
 			// next due job.
@@ -170,7 +183,7 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 		if last {
 			// The last round's writes share their round trip with the
 			// claim's end and the COMMIT: the caller sends them.
-			return b, endClaim(b, c.now, c.res, c.brs, c.deferred, len(c.held) > 0)
+			return b, endClaim(b, c.now, c.res, c.brs, c.deferred, len(c.held)+len(c.heldQueues) > 0)
 		}
 		if err := sendBatch(ctx, c.tx, b); err != nil {
 			return nil, err
@@ -201,6 +214,12 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 			c.held = append(c.held, int64(r.ID))
 			continue
 		}
+		if v == state.QueueHeld {
+			if !slices.Contains(c.heldQueues, r.spec.Queue) {
+				c.heldQueues = append(c.heldQueues, r.spec.Queue)
+			}
+			continue
+		}
 		r.step(&br.b, circuit, &op, node)
 		switch op.Kind {
 		case state.OpStart:
@@ -213,6 +232,7 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 				Payload: r.spec.Payload, TimeoutMS: r.spec.TimeoutMS, Metadata: r.spec.Metadata,
 			})
 			c.res.facts = append(c.res.facts, r.facts())
+			c.queues.started(r.spec.Queue)
 		case state.OpDefer:
 			c.deferred = true
 			b.Queue("UPDATE runlog_jobs SET due = $2 WHERE id = $1", int64(r.ID), op.Due)
@@ -248,7 +268,7 @@ func endClaim(b *pgx.Batch, now int64, res *claimResult, brs map[string]*breaker
 	if res.exhausted && held {
 		res.next, res.hasNext = now, true
 	} else if res.exhausted {
-		b.Queue("SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND due > $1", now).QueryRow(func(row pgx.Row) error {
+		b.Queue("SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND due > $1 AND NOT (queue = ANY("+pausedQueues+"))", now).QueryRow(func(row pgx.Row) error {
 			var next *int64
 			if err := row.Scan(&next); err != nil {
 				return err
@@ -263,12 +283,28 @@ func endClaim(b *pgx.Batch, now int64, res *claimResult, brs map[string]*breaker
 }
 
 // dueSQL selects and locks the due pending jobs ($1 now) not in $2 (held
-// back), in (due, id) order, at most $3, skipping those another
-// transaction holds.
-const dueSQL = `SELECT id, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
-		due, first_due, fails, started, last_error, metadata
-	FROM runlog_jobs WHERE state = ` + pendingCode + ` AND due <= $1 AND NOT (id = ANY($2))
-	ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED`
+// back) nor of a queue in $4 (held back) or paused, the first $3 in claim
+// order (higher priority first, then (due, id)) of each of the three
+// priority ranges (above 0, 0, below 0), skipping those another
+// transaction holds: up to 3 × $3 rows, which readDue puts in claim order
+// and cuts to $3. Jobs of priority 0 come from runlog_jobs_due as before
+// priorities existed, the others from runlog_jobs_priority, which holds
+// them alone; the ranges without jobs cost an empty index probe.
+const dueSQL = `WITH hi AS (SELECT ` + dueCols + ` FROM runlog_jobs WHERE ` + dueWhere + ` AND priority > 0
+		ORDER BY priority DESC, due, id LIMIT $3 FOR UPDATE SKIP LOCKED),
+	mid AS (SELECT ` + dueCols + ` FROM runlog_jobs WHERE ` + dueWhere + ` AND priority = 0
+		ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED),
+	lo AS (SELECT ` + dueCols + ` FROM runlog_jobs WHERE ` + dueWhere + ` AND priority < 0
+		ORDER BY priority DESC, due, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+	SELECT * FROM hi UNION ALL SELECT * FROM mid UNION ALL SELECT * FROM lo`
+
+// dueCols are the columns of a due row (readDue).
+const dueCols = `id, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
+		due, first_due, fails, started, last_error, queue, priority, metadata`
+
+// dueWhere selects the due jobs of dueSQL.
+const dueWhere = `state = ` + pendingCode + ` AND due <= $1 AND NOT (id = ANY($2))
+		AND NOT (queue = ANY($4::text[] || ` + pausedQueues + `))`
 
 // claimWant is how many due rows round (0 for the first) of a claim
 // selects to start up to n attempts: one more than n at least, so that a
@@ -284,7 +320,7 @@ func claimWant(n, round int) int {
 // queueDue queues, in b, the first round of a claim for up to max attempts
 // at now (dueSQL), its rows into *into.
 func queueDue(b *pgx.Batch, now int64, max int, into *[]*jobRow) {
-	queueDueRound(b, now, []int64{}, claimWant(max, 0), into)
+	queueDueRound(b, now, []int64{}, []string{}, claimWant(max, 0), into)
 }
 
 // noSort and sortAgain surround a claim's dueSQL (queueDueRound).
@@ -303,18 +339,19 @@ const (
 // statement that cannot do without one, enable_sort = off only inflates
 // the plan's cost, enough to have it compiled by the JIT (40-150 ms for
 // the breakers' ORDER BY target COLLATE "C").
-func queueDueRound(b *pgx.Batch, now int64, held []int64, want int, into *[]*jobRow) {
+func queueDueRound(b *pgx.Batch, now int64, held []int64, heldQueues []string, want int, into *[]*jobRow) {
 	b.Queue(noSort)
-	b.Queue(dueSQL, now, held, want).Query(func(rows pgx.Rows) error {
+	b.Queue(dueSQL, now, held, want, heldQueues).Query(func(rows pgx.Rows) error {
 		var err error
-		*into, err = readDue(rows)
+		*into, err = readDue(rows, want)
 		return err
 	})
 	b.Queue(sortAgain)
 }
 
-// readDue reads the rows of dueSQL and closes rows.
-func readDue(rows pgx.Rows) ([]*jobRow, error) {
+// readDue reads the rows of dueSQL and closes rows: the first want in
+// claim order.
+func readDue(rows pgx.Rows, want int) ([]*jobRow, error) {
 	defer rows.Close()
 	var due []*jobRow
 	for rows.Next() {
@@ -323,7 +360,7 @@ func readDue(rows pgx.Rows) ([]*jobRow, error) {
 		var meta []byte
 		p := &r.spec.Policy
 		if err := rows.Scan(&id, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
-			&r.spec.TimeoutMS, &r.Due, &r.FirstDue, &r.Fails, &started, &r.LastError, &meta); err != nil {
+			&r.spec.TimeoutMS, &r.Due, &r.FirstDue, &r.Fails, &started, &r.LastError, &r.spec.Queue, &r.spec.Priority, &meta); err != nil {
 			return nil, err
 		}
 		var err error
@@ -333,5 +370,14 @@ func readDue(rows pgx.Rows) ([]*jobRow, error) {
 		r.ID, r.Started = uint64(id), uint32(started)
 		due = append(due, r)
 	}
-	return due, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(due, func(a, b *jobRow) int {
+		if state.ClaimOrder(&a.Job, &b.Job) {
+			return -1
+		}
+		return 1
+	})
+	return due[:min(len(due), want)], nil
 }

@@ -50,12 +50,12 @@ func (s *Store) enqueueOne(ctx context.Context, now int64, j *store.NewJob) ([]s
 	sp := &j.Spec
 	var id int64
 	err := s.pool.QueryRow(ctx, `WITH ins AS (INSERT INTO runlog_jobs
-			(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at, metadata, replay_of)
-			VALUES (nextval('runlog_job_id'), `+pendingCode+`, $1, $2, $3, '', $4, $5, $6, $7, $8, $9, $9, $10, $11, $12)
+			(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at, metadata, replay_of, queue, priority)
+			VALUES (nextval('runlog_job_id'), `+pendingCode+`, $1, $2, $3, '', $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $14)
 			RETURNING id)
 		SELECT id FROM ins`,
 		sp.Kind, sp.Target, sp.Payload, int32(sp.Policy.Attempts), sp.Policy.BaseMS, sp.Policy.CapMS, sp.Policy.DeadlineMS,
-		sp.TimeoutMS, j.Due, now, metadataJSON(sp.Metadata), int64(sp.ReplayOf)).Scan(&id)
+		sp.TimeoutMS, j.Due, now, metadataJSON(sp.Metadata), int64(sp.ReplayOf), sp.Queue, sp.Priority).Scan(&id)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +130,7 @@ func enqueueTx(ctx context.Context, tx pgx.Tx, now int64, jobs []store.NewJob, n
 		tmo, due           = make([]int64, len(fresh)), make([]int64, len(fresh))
 		metas              [][]byte // nil unless a job has metadata
 		replays            []int64  // nil unless a job is a replay
+		queues, prios      = make([]string, len(fresh)), make([]int32, len(fresh))
 	)
 	for n, i := range fresh {
 		sp := &jobs[i].Spec
@@ -148,17 +149,19 @@ func enqueueTx(ctx context.Context, tx pgx.Tx, now int64, jobs []store.NewJob, n
 			}
 			replays[n] = int64(sp.ReplayOf)
 		}
+		queues[n], prios[n] = sp.Queue, sp.Priority
 		out[i] = store.Enqueued{ID: uint64(ids[n])}
 	}
 	rows, err := tx.Query(ctx, `INSERT INTO runlog_jobs
-		(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at, metadata, replay_of)
-		SELECT u.id, `+pendingCode+`, kind, target, payload, key, att, base, cap, dl, tmo, due, due, $12, ($13::jsonb[])[u.n],
-			coalesce(($14::bigint[])[u.n], 0)
+		(id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at, queue, priority,
+			metadata, replay_of)
+		SELECT u.id, `+pendingCode+`, kind, target, payload, key, att, base, cap, dl, tmo, due, due, $12, queue, prio,
+			($15::jsonb[])[u.n], coalesce(($16::bigint[])[u.n], 0)
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::int[],
-			$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
-			WITH ORDINALITY AS u(id, kind, target, payload, key, att, base, cap, dl, tmo, due, n)
+			$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $13::text[], $14::int[])
+			WITH ORDINALITY AS u(id, kind, target, payload, key, att, base, cap, dl, tmo, due, queue, prio, n)
 		ON CONFLICT (key) WHERE key <> '' DO NOTHING
-		RETURNING id`, cols, kinds, targets, payloads, ks, atts, base, capMS, dl, tmo, due, now, metas, replays)
+		RETURNING id`, cols, kinds, targets, payloads, ks, atts, base, capMS, dl, tmo, due, now, queues, prios, metas, replays)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: insert jobs: %w", err)
 	}

@@ -55,6 +55,13 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			nonZero map[string]retry.Breaker
 			due     []*jobRow
 		)
+		// The queues first: the shared queueLock is taken before any row
+		// lock, so that a queue change waiting for it cannot deadlock
+		// with this transaction's rows.
+		var queues claimQueues
+		if lim.Max > 0 {
+			queueQueues(b, &queues)
+		}
 		fast, err := s.queueSettleFast(b, now, rs, outs, fls)
 		if err != nil {
 			return nil, err
@@ -89,7 +96,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			// made its job due: read them again.
 			pre = nil
 		}
-		return s.newClaim(tx, now, lim, brs, nonZero, &res).run(ctx, pre)
+		return s.newClaim(tx, now, lim, brs, nonZero, queues, &res).run(ctx, pre)
 	})
 	s.mu.Lock()
 	for _, o := range outs {
@@ -115,7 +122,15 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// pending jobs, and so the next due time, as they were.
 		s.invalidate()
 	}
-	if requeued || res.deferred {
+	bounded := s.endedBounded(fls)
+	if bounded {
+		// A due job of the queue held back here, by this node's claims
+		// while these attempts were still recorded as running, may start
+		// now: no attempt's end will say so (the slots were freed when
+		// the handlers returned).
+		s.wake()
+	}
+	if requeued || res.deferred || bounded {
 		// Other nodes' cached next due time does not know the retries'
 		// and deferrals' due times.
 		s.wakeNodes()
@@ -210,7 +225,7 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 				fenced = append(fenced, o)
 				continue
 			}
-			op := state.SettleJob(r.facts(), o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
+			op := settle(r.facts(), o, now, rs[i])
 			if r.step(nil, c, &op, "").Fed {
 				ops[i], targets[i] = &op, r.spec.Target
 			}
@@ -284,7 +299,7 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 			ID: o.ID, State: state.Running, Started: o.Attempt, Due: fl.facts.Due, FirstDue: fl.facts.FirstDue,
 			Fails: fl.facts.Fails, LastError: fl.facts.LastError, Attempts: []state.Attempt{{N: o.Attempt, StartedAt: fl.startedAt}},
 		}
-		op := state.SettleJob(fl.facts, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, rs[i])
+		op := settle(fl.facts, o, now, rs[i])
 		state.Step(&r, nil, s.opts.Circuit, &op)
 		buf = appendAttempt(buf[:0], stored(r.Attempts[0], s.opts.Node))
 		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.State == state.Pending)
@@ -332,4 +347,13 @@ func (f *fastSettle) results(outs []store.Outcome, ops []*state.Op, targets []st
 		}
 	}
 	return requeued
+}
+
+// settle decides the op of outcome o of job f at now: a snooze, or what
+// state.SettleJob decides.
+func settle(f state.Facts, o store.Outcome, now int64, r uint32) state.Op {
+	if o.Snooze {
+		return state.SnoozeJob(o.ID, o.Attempt, o.AfterMS, now)
+	}
+	return state.SettleJob(f, o.Attempt, o.Class, o.AfterMS, o.Error, o.Output, now, r)
 }

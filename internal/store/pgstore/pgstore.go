@@ -233,6 +233,7 @@ type Store struct {
 	closed   bool              // guarded by mu
 	notify   store.Notify      // guarded by mu
 	inflight map[uint64]flight // guarded by mu: attempts claimed here and not finished
+	bounded  map[string]bool   // guarded by mu: the queues with a concurrency, at the last claim
 	due      dueCache          // guarded by mu
 	// trouble: the targets whose breaker was not the zero one at the last
 	// read (guarded by mu); an outcome batch locks them up front.
