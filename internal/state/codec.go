@@ -63,6 +63,7 @@ const flagBreakerFailed = 1
 //	expire   (id 0) varint succeeded, varint cancelled, varint failed,
 //	         uvarint n, then n times: string kind, varint succeeded,
 //	         varint cancelled, varint failed
+//	schedule (kind 13, id 0) the schedule change (putScheduleChange)
 //
 // Fields a kind does not list are not written. Encode does not validate: an
 // op with kind 0 or above OpExpire, id 0, or an OpEnqueue without a Spec
@@ -113,6 +114,8 @@ func Encode(dst []byte, op *Op) []byte {
 		dst = putString(dst, op.Error)
 	case OpExpire:
 		dst = putRetention(dst, op.Retention)
+	case OpSchedule:
+		dst = putScheduleChange(dst, op.Sched)
 	}
 	return dst
 }
@@ -144,15 +147,15 @@ func Decode(b []byte) (Op, error) {
 	if v == ExtFormatVersion && op.Kind != OpEnqueue {
 		return Op{}, d.fail("a %v op in a version %d record (only enqueues carry a spec extension)", op.Kind, v)
 	}
-	if op.Kind < OpEnqueue || op.Kind > OpExpire {
+	if (op.Kind < OpEnqueue || op.Kind > OpExpire) && op.Kind != OpSchedule {
 		return Op{}, d.fail("unknown op kind %d", b[1])
 	}
 	d.off = 2
 	op.ID = d.uvarint("id")
 	op.At = d.varint("at")
-	if d.err == nil && (op.ID == 0) != (op.Kind == OpExpire) {
-		if op.Kind == OpExpire {
-			return Op{}, d.fail("expire op with job id %d (it has none)", op.ID)
+	if d.err == nil && (op.ID == 0) != (op.Kind == OpExpire || op.Kind == OpSchedule) {
+		if op.Kind == OpExpire || op.Kind == OpSchedule {
+			return Op{}, d.fail("%v op with job id %d (it has none)", op.Kind, op.ID)
 		}
 		return Op{}, d.fail("job id 0 (ids start at 1)")
 	}
@@ -206,6 +209,8 @@ func Decode(b []byte) (Op, error) {
 		op.Error = d.string("reason")
 	case OpExpire:
 		op.Retention = d.retention()
+	case OpSchedule:
+		op.Sched = d.scheduleChange()
 	}
 	if d.err == nil && d.off != len(b) {
 		d.failAt("%d trailing bytes after a %v op", len(b)-d.off, op.Kind)

@@ -46,6 +46,17 @@ func goldenOps() []struct {
 		{"enqueue-ext", Op{Kind: OpEnqueue, ID: 3, At: 1700000000000, Due: 1700000000000, Spec: &Spec{Kind: "report",
 			Policy: retry.Policy{Attempts: 1}, Queue: "bulk", Priority: -2, Schedule: "nightly", Tick: 1700000000000}}},
 		{"enqueue-ext-priority", Op{Kind: OpEnqueue, ID: 4, At: 1, Due: 1, Spec: &Spec{Priority: 2147483647}}},
+		{"schedule-create-cron", Op{Kind: OpSchedule, At: 1700000000000, Sched: &ScheduleChange{Action: SchedCreate, Name: "nightly",
+			Def: &ScheduleDef{Cron: "0 3 * * *", Zone: "Europe/Paris", Overlap: OverlapSkip, CatchUp: CatchUpLatest,
+				Job: Spec{Kind: "report", Target: "http://127.0.0.1:9000", Payload: []byte("{}"), Policy: retry.Policy{Attempts: 3, BaseMS: 1000}, Queue: "bulk", Priority: 5}}}}},
+		{"schedule-create-every", Op{Kind: OpSchedule, At: 1700000000000, Sched: &ScheduleChange{Action: SchedCreate, Name: "tick.1s",
+			Def: &ScheduleDef{EveryMS: 1000, CatchUp: CatchUpAll, Job: Spec{Kind: "ping", Policy: retry.Policy{Attempts: 1}}}}}},
+		{"schedule-update", Op{Kind: OpSchedule, At: 1700000001000, Sched: &ScheduleChange{Action: SchedUpdate, Name: "tick.1s",
+			Def: &ScheduleDef{EveryMS: 60000, CatchUp: CatchUpSkip, Job: Spec{Kind: "ping", Policy: retry.Policy{Attempts: 1}}}}}},
+		{"schedule-pause", Op{Kind: OpSchedule, At: 1700000002000, Sched: &ScheduleChange{Action: SchedPause, Name: "nightly"}}},
+		{"schedule-resume", Op{Kind: OpSchedule, At: 1700000003000, Sched: &ScheduleChange{Action: SchedResume, Name: "nightly"}}},
+		{"schedule-delete", Op{Kind: OpSchedule, At: 1700000004000, Sched: &ScheduleChange{Action: SchedDelete, Name: "nightly"}}},
+		{"schedule-skip", Op{Kind: OpSchedule, At: 1700000005000, Sched: &ScheduleChange{Action: SchedSkip, Name: "tick.1s", Tick: 1700000005000}}},
 	}
 }
 
@@ -347,7 +358,7 @@ func TestStoredValuesFrozen(t *testing.T) {
 // a rename (OpRetry became OpRequeue and OpRevive became OpRetry) must
 // never move a code, or old journals would replay as other ops.
 func TestOpCodesFrozen(t *testing.T) {
-	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9} {
+	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpSchedule: 13} {
 		if byte(k) != want {
 			t.Errorf("%v has code %d; its code is %d, frozen by the journal format", k, byte(k), want)
 		}

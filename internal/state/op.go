@@ -44,6 +44,11 @@ const (
 	OpExpire
 )
 
+// OpSchedule changes a schedule (Op.Sched: create, update, pause, resume,
+// delete, or skip ticks); ID is 0. (Codes 10-12 belong to queues and
+// limits.)
+const OpSchedule Kind = 13
+
 // String returns the op's name ("enqueue", "start", …) or "kind(N)".
 func (k Kind) String() string {
 	switch k {
@@ -65,6 +70,8 @@ func (k Kind) String() string {
 		return "retry"
 	case OpExpire:
 		return "expire"
+	case OpSchedule:
+		return "schedule"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -112,6 +119,8 @@ type Op struct {
 	// job needs to bring it back, so that replay never depends on what the
 	// store kept elsewhere. Nil in records written before version 2.
 	Image *Job
+	// Sched is, for OpSchedule only, the schedule change.
+	Sched *ScheduleChange
 }
 
 // Retention says how long finished jobs are kept after they finished, by

@@ -38,12 +38,24 @@ type section struct {
 // breakers to keep. A feature with state of its own appends its section
 // here and reads it in readSection.
 func (s *State) sections() []section {
-	return nil
+	var secs []section
+	if len(s.schedules) > 0 {
+		secs = append(secs, section{tag: sectionSchedules, body: s.schedulesSection()})
+	}
+	return secs
 }
+
+// sectionSchedules is the tag of the schedules' section (schedules.go).
+const sectionSchedules = 3
 
 // readSection reads the body of the section tag into the state.
 func (s *State) readSection(tag uint64, d *decoder) {
-	d.newer("snapshot section %d, which this build does not know", tag)
+	switch tag {
+	case sectionSchedules:
+		s.readSchedules(d)
+	default:
+		d.newer("snapshot section %d, which this build does not know", tag)
+	}
 }
 
 // appendSections appends the sections part of a version 3 body: uvarint
