@@ -705,3 +705,11 @@ func (s *State) NextTick() (int64, bool) {
 	}
 	return best, found
 }
+
+// RestoreSchedule returns a schedule read back from storage that is not a
+// journal (a database row): its definition and position.
+func RestoreSchedule(name string, def ScheduleDef, anchor, lastTick int64, lastJob uint64, paused bool, created int64) *Schedule {
+	sc := newSchedule(name, def, anchor)
+	sc.LastTick, sc.LastJob, sc.Paused, sc.CreatedAt = lastTick, lastJob, paused, created
+	return sc
+}

@@ -88,6 +88,8 @@ type Filter struct {
 	After  uint64 // cursor: the last id of the previous page, 0 = start
 	Limit  int
 	Oldest bool // ascending ids; default newest first
+	// Schedule selects the jobs the named schedule made ("" any).
+	Schedule string
 }
 
 // TargetInfo is one target's breaker and load.

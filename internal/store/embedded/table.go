@@ -35,6 +35,7 @@ import (
 //	"p" end "s" state id            index by end state
 //	"p" end "k" len kind id         index by kind (len: uvarint)
 //	"p" end "t" len target id       index by target
+//	"p" end "c" len schedule id     index by schedule (jobs a schedule made)
 //	"p" end "y" key                 idempotency key → id
 //
 // Every key of a finished job lies under its expiry partition's prefix, so
@@ -238,7 +239,7 @@ func recordKey(end int64, id uint64) []byte {
 }
 
 // indexPrefix is the prefix of the entries of index ix (one of 's', 'k',
-// 't') for value v in partition end; an entry appends the id.
+// 't', 'c') for value v in partition end; an entry appends the id.
 func indexPrefix(end int64, ix byte, v string) []byte {
 	k := append(partPrefix(make([]byte, 0, 20+len(v)), end), ix)
 	if ix == 's' {
@@ -301,11 +302,15 @@ func deleteFinished(b *pebble.Batch, j *state.Job) {
 // indexKeys returns the index entries of finished job j.
 func indexKeys(j *state.Job) [][]byte {
 	id := func(k []byte) []byte { return binary.BigEndian.AppendUint64(k, j.ID) }
-	return [][]byte{
+	keys := [][]byte{
 		id(indexPrefix(j.Part, 's', stateValue(j.State))),
 		id(indexPrefix(j.Part, 'k', j.Spec.Kind)),
 		id(indexPrefix(j.Part, 't', j.Spec.Target)),
 	}
+	if j.Spec.Schedule != "" {
+		keys = append(keys, id(indexPrefix(j.Part, 'c', j.Spec.Schedule)))
+	}
+	return keys
 }
 
 // dropParts adds to b the deletion of every partition that ends by at.
@@ -435,6 +440,7 @@ func (t *table) payloadOf(j *state.Job) ([]byte, error) {
 // tableQuery is what a page of finished jobs from the table is asked for.
 type tableQuery struct {
 	state, kind, target string // filters ("" any); state is a finished state's name
+	schedule            string // filter ("" any): the jobs this schedule made
 	after               uint64
 	desc                bool
 	limit               int
@@ -473,6 +479,8 @@ func (c *partCursor) load() {
 func (t *table) list(q tableQuery, parts []int64) ([]state.Job, error) {
 	ix, v := byte('r'), ""
 	switch {
+	case q.schedule != "":
+		ix, v = 'c', q.schedule
 	case q.state != "":
 		st, ok := stateNamed(q.state)
 		if !ok || !st.Finished() {
@@ -554,7 +562,7 @@ func (t *table) list(q tableQuery, parts []int64) ([]state.Job, error) {
 		if err != nil {
 			return nil, fmt.Errorf("embedded: the job table %s holds a bad record of job %d: %w; restore the directory from a backup", t.path, id, err)
 		}
-		if (q.state != "" && j.State.String() != q.state) || (q.kind != "" && j.Spec.Kind != q.kind) || (q.target != "" && j.Spec.Target != q.target) {
+		if (q.state != "" && j.State.String() != q.state) || (q.kind != "" && j.Spec.Kind != q.kind) || (q.target != "" && j.Spec.Target != q.target) || (q.schedule != "" && j.Spec.Schedule != q.schedule) {
 			continue
 		}
 		out = append(out, *j)

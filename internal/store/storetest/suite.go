@@ -70,6 +70,7 @@ func Run(t *testing.T, open Opener) {
 		{"DurableAcrossReopen", testDurable},
 		{"Closed", testClosed},
 	}
+	cases = append(cases, scheduleCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
 	}
