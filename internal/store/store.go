@@ -117,6 +117,9 @@ type Notify struct {
 	// CancelAttempt: job id, running here, was cancelled elsewhere; cancel
 	// its attempt's context.
 	CancelAttempt func(id uint64)
+	// Schedules: a schedule was changed elsewhere; look at the schedules
+	// again (nil: nobody listens).
+	Schedules func()
 }
 
 // Failer is a store whose failures can be permanent: the embedded journal,

@@ -145,7 +145,7 @@ func testScheduleTickOnce(t *testing.T, open Opener) {
 	}
 	j := job(t, s, ids[0])
 	want := everySecond(0, 0).Job
-	if j.Spec.Schedule != "a" || j.Spec.Tick != T0+1000 || j.Due != T0+1000 || j.Spec.Kind != want.Kind || j.Spec.Queue != "q" || j.Spec.Priority != 2 || string(j.Spec.Payload) != "p" {
+	if j.Spec.Schedule != "a" || j.Spec.Tick != T0+1000 || j.Due != T0+1000 || j.Spec.Kind != want.Kind || j.Spec.Target != want.Target || j.Spec.Policy != want.Policy || string(j.Spec.Payload) != "p" {
 		t.Fatalf("the tick's job: %+v spec %+v", j, j.Spec)
 	}
 	// Durable: after a reopen the tick is not made again.

@@ -1,0 +1,4 @@
+-- runlog: compatible from 6
+-- runlog schema, version 7: reserved for issue 17's flow branch, which
+-- brings its own migration 7; this placeholder (no statement) only keeps
+-- the versions without a gap on the schedules branch. Drop it at the merge.

@@ -1,0 +1,4 @@
+-- runlog: compatible from 6
+-- runlog schema, version 8: reserved for issue 17's targets branch, which
+-- brings its own migration 8; this placeholder (no statement) only keeps
+-- the versions without a gap on the schedules branch. Drop it at the merge.
