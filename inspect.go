@@ -52,6 +52,10 @@ type Job struct {
 	// History holds the job's attempts, oldest first (the most recent ones
 	// when there were many).
 	History []Attempt
+	// Schedule names the schedule whose tick made the job, and Tick is
+	// that tick; "" and zero for a job enqueued by hand.
+	Schedule string
+	Tick     time.Time
 }
 
 // Attempt is one attempt of a job.
@@ -92,6 +96,8 @@ func publicJob(j *state.Job) Job {
 		FinishedAt:  msTime(j.FinishedAt),
 		Timeout:     time.Duration(j.Spec.TimeoutMS) * time.Millisecond,
 		Retry:       fromPolicy(j.Spec.Policy),
+		Schedule:    j.Spec.Schedule,
+		Tick:        msTime(j.Spec.Tick),
 	}
 	if j.State == state.Pending {
 		out.DueAt = msTime(j.Due)
@@ -133,6 +139,8 @@ type ListFilter struct {
 	Limit int
 	// Oldest lists the oldest jobs first; the default is newest first.
 	Oldest bool
+	// Schedule selects the jobs the named schedule made.
+	Schedule string
 }
 
 // Page is one page of List.
@@ -157,7 +165,7 @@ func (r *Runner) List(ctx context.Context, f ListFilter) (Page, error) {
 	limit = min(limit, maxPage)
 	jobs, next, err := r.st.List(ctx, store.Filter{
 		State: string(f.State), Kind: f.Kind, Target: f.Target, Search: f.Search,
-		After: f.After, Limit: limit, Oldest: f.Oldest,
+		After: f.After, Limit: limit, Oldest: f.Oldest, Schedule: f.Schedule,
 	})
 	if err != nil {
 		return Page{}, mapErr(err)
