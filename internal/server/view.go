@@ -30,6 +30,9 @@ type Job struct {
 	Retry       *Retry          `json:"retry,omitempty"`
 	Payload     json.RawMessage `json:"payload"`
 	History     []Attempt       `json:"history,omitzero"`
+	// Schedule and Tick name the schedule and tick that made the job.
+	Schedule string    `json:"schedule,omitempty"`
+	Tick     time.Time `json:"tick,omitzero"`
 }
 
 // Retry is the JSON form of a job's retry policy; durations are Go duration
@@ -131,6 +134,7 @@ func jobView(j runlog.Job, withHistory bool) Job {
 		EnqueuedAt: j.EnqueuedAt, DueAt: j.DueAt, FinishedAt: j.FinishedAt,
 		Payload: payloadJSON(j.Payload),
 	}
+	v.Schedule, v.Tick = j.Schedule, j.Tick
 	if j.Timeout > 0 {
 		v.Timeout = j.Timeout.String()
 	}
