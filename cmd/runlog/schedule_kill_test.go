@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runlog/runlog/internal/pgtest"
 	"github.com/runlog/runlog/internal/server"
 	"github.com/runlog/runlog/internal/testwait"
 )
@@ -32,6 +33,21 @@ type downtime struct{ killed, back time.Time }
 // and RUNLOG_SCHEDULE_KILLS give the issue's 300 s and 30 kills.
 func TestScheduleKill9(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
+	scheduleKill(t, 1, func() *serveProc { return startServe(t, dir) })
+}
+
+// TestScheduleKill9ThreeNodesPostgres is TestScheduleKill9 with three
+// `runlog serve` nodes on one PostgreSQL database, killed in turn: the
+// nodes have no leader, and each tick is made by one of them once.
+func TestScheduleKill9ThreeNodesPostgres(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	scheduleKill(t, 3, func() *serveProc { return startServe(t, t.TempDir(), "--postgres", url) })
+}
+
+// scheduleKill runs the schedule kill test on n nodes that start opens.
+func scheduleKill(t *testing.T, n int, start func() *serveProc) {
 	seconds, kills := 30, 6
 	if testing.Short() {
 		seconds, kills = 10, 3
@@ -46,18 +62,20 @@ func TestScheduleKill9(t *testing.T) {
 	if s := os.Getenv("RUNLOG_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
-	t.Logf("seed %d (RUNLOG_SEED replays the kill timings), %d s, %d kills", seed, seconds, kills)
+	t.Logf("seed %d (RUNLOG_SEED replays the kill timings), %d nodes, %d s, %d kills", seed, n, seconds, kills)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(target.Close)
-	dir := t.TempDir()
 	ctx := context.Background()
 
-	p := startServe(t, dir)
+	nodes := make([]*serveProc, n)
+	for i := range nodes {
+		nodes[i] = start()
+	}
 	job := []byte(`{"kind":"http","url":"` + target.URL + `/tick"}`)
 	created := map[string]time.Time{}
 	for _, catchUp := range []string{"all", "latest"} {
-		s, err := p.client().CreateSchedule(ctx, server.ScheduleRequest{Name: catchUp, Every: "1s", CatchUp: catchUp, Job: job})
+		s, err := nodes[0].client().CreateSchedule(ctx, server.ScheduleRequest{Name: catchUp, Every: "1s", CatchUp: catchUp, Job: job})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,30 +85,32 @@ func TestScheduleKill9(t *testing.T) {
 	end := begin.Add(time.Duration(seconds) * time.Second)
 	var downs []downtime
 	for k := range kills {
-		// Kill at a random moment of the k-th slice of the run.
+		// Kill node k mod n at a random moment of the k-th slice of the run.
 		slice := time.Duration(seconds) * time.Second / time.Duration(kills)
 		at := begin.Add(time.Duration(k)*slice + time.Duration(rng.Int64N(int64(slice))))
 		time.Sleep(time.Until(at)) // under test: the kill lands at a random moment
-		p.kill()
+		nodes[k%n].kill()
 		d := downtime{killed: time.Now()}
 		// Down for up to 2.5 s more, so that ticks are missed while
 		// nothing runs and the catch-up rules are put to work.
 		time.Sleep(time.Duration(rng.Int64N(int64(2500 * time.Millisecond)))) // under test: a random downtime
-		p = startServe(t, dir)
+		nodes[k%n] = start()
 		d.back = time.Now()
 		downs = append(downs, d)
 	}
 	time.Sleep(time.Until(end)) // under test: the schedules run to the end of the period
-	c := p.client()
+	c := nodes[0].client()
 	for name := range created {
 		testwait.UntilWithin(t, 30*time.Second, "schedule "+name+" to reach the end of the run", func() (string, bool) {
 			s, err := c.Schedule(ctx, name)
 			return s.LastTick.String(), err == nil && !s.LastTick.Before(end.Add(-time.Second))
 		})
 	}
+	// A tick may be missed only while every node was down: with one node,
+	// during a downtime; with more, never (they are killed in turn).
 	within := func(tick time.Time) bool {
 		for _, d := range downs {
-			if !tick.Before(d.killed.Add(-time.Second)) && !tick.After(d.back.Add(time.Second)) {
+			if n == 1 && !tick.Before(d.killed.Add(-time.Second)) && !tick.After(d.back.Add(time.Second)) {
 				return true
 			}
 		}
@@ -134,7 +154,8 @@ func TestScheduleKill9(t *testing.T) {
 			}
 			j := byTick[next]
 			if !within(tick) {
-				t.Errorf("latest: tick %d (%v) has no job, but the server was up then (downtimes %v)", k, tick, downs)
+				t.Errorf("latest: tick %d (%v) has no job, but a node was up then; the next job (tick %d) was made at %v; downtimes %v",
+					k, tick, next, j.EnqueuedAt, downs)
 			}
 			if j.EnqueuedAt.Before(start.Add(time.Duration(k+1) * time.Second)) {
 				t.Errorf("latest: tick %d has no job, but the next job (tick %d) was made at %v, before tick %d was due", k, next, j.EnqueuedAt, k+1)

@@ -181,7 +181,9 @@ func (s *Store) Tick(ctx context.Context, now int64) (int, int64, bool, error) {
 			continue
 		}
 		var fresh *state.Schedule
+		got := 0
 		err := s.inTx(ctx, false, func(tx pgx.Tx) error {
+			got = 0
 			var err error
 			fresh, err = scanSchedule(tx.QueryRow(ctx, "SELECT "+scheduleCols+" FROM runlog_schedules WHERE name = $1 FOR UPDATE", sc.Name))
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -191,10 +193,10 @@ func (s *Store) Tick(ctx context.Context, now int64) (int, int64, bool, error) {
 			if err != nil {
 				return err
 			}
-			n, err := s.tickTx(ctx, tx, fresh, now)
-			made += n
+			got, err = s.tickTx(ctx, tx, fresh, now)
 			return err
 		})
+		made += got
 		if err != nil {
 			return made, 0, false, fmt.Errorf("pgstore: tick of schedule %q (nothing was made for it): %w", sc.Name, err)
 		}
