@@ -85,6 +85,7 @@ var pages = func() map[string]*template.Template {
 			return strings.ToValidUTF8(s[:n], "") + "…"
 		},
 		"jobURL": func(id uint64) string { return fmt.Sprintf("/jobs/%d", id) },
+		"scheduleURL": scheduleURL,
 		"pct": func(a, b int) int {
 			if b <= 0 {
 				return 0
@@ -93,7 +94,7 @@ var pages = func() map[string]*template.Template {
 		},
 	}
 	out := make(map[string]*template.Template)
-	for _, name := range []string{"overview", "jobs", "job", "targets", "login", "logout", "error"} {
+	for _, name := range []string{"overview", "jobs", "job", "targets", "schedules", "login", "logout", "error"} {
 		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/chart.html", "templates/"+name+".html"))
 	}
