@@ -45,7 +45,9 @@ func TestBrowserSchedules(t *testing.T) {
 			t.Fatalf("create schedule: %d", res.StatusCode)
 		}
 	}
-	var fast struct{ LastJob uint64 `json:"last_job"` }
+	var fast struct {
+		LastJob uint64 `json:"last_job"`
+	}
 	testwait.ForWithin(t, 20*time.Second, "the 1 s schedule made a job", func() bool {
 		getJSON(t, base+"/v1/schedules/fast", &fast)
 		return fast.LastJob != 0

@@ -85,13 +85,13 @@ var pages = func() map[string]*template.Template {
 			return strings.ToValidUTF8(s[:n], "") + "…"
 		},
 		"jobURL": func(id uint64) string { return fmt.Sprintf("/jobs/%d", id) },
-		"scheduleURL": scheduleURL,
 		"pct": func(a, b int) int {
 			if b <= 0 {
 				return 0
 			}
 			return a * 100 / b
 		},
+		"scheduleURL": scheduleURL,
 	}
 	out := make(map[string]*template.Template)
 	for _, name := range []string{"overview", "jobs", "job", "targets", "schedules", "login", "logout", "error"} {
