@@ -60,6 +60,10 @@ type Job struct {
 	Queue string
 	// Priority is the job's priority (higher starts first).
 	Priority int
+	// Schedule names the schedule whose tick made the job, and Tick is
+	// that tick; "" and zero for a job enqueued by hand.
+	Schedule string
+	Tick     time.Time
 }
 
 // Attempt is one attempt of a job.
@@ -104,6 +108,8 @@ func publicJob(j *state.Job) Job {
 		ReplayOf:    j.Spec.ReplayOf,
 		Queue:       publicQueue(j.Spec.Queue),
 		Priority:    int(j.Spec.Priority),
+		Schedule:    j.Spec.Schedule,
+		Tick:        msTime(j.Spec.Tick),
 	}
 	if j.State == state.Pending {
 		out.DueAt = msTime(j.Due)
@@ -148,6 +154,8 @@ type ListFilter struct {
 	Limit int
 	// Oldest lists the oldest jobs first; the default is newest first.
 	Oldest bool
+	// Schedule selects the jobs the named schedule made.
+	Schedule string
 }
 
 // Page is one page of List.
@@ -172,7 +180,7 @@ func (r *Runner) List(ctx context.Context, f ListFilter) (Page, error) {
 	limit = min(limit, maxPage)
 	jobs, next, err := r.st.List(ctx, store.Filter{
 		State: string(f.State), Kind: f.Kind, Target: f.Target, Search: f.Search,
-		After: f.After, Limit: limit, Oldest: f.Oldest,
+		After: f.After, Limit: limit, Oldest: f.Oldest, Schedule: f.Schedule,
 	})
 	if err != nil {
 		return Page{}, mapErr(err)

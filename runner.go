@@ -32,6 +32,9 @@ type Runner struct {
 	stop     chan struct{} // closed by Close: start no more attempts
 	stopOnce sync.Once
 
+	schedWake chan struct{} // wakes the schedule loop (schedules.go)
+	schedDone chan struct{} // closed when the schedule loop ended
+
 	dispatcherDone chan struct{}
 	janitorDone    chan struct{}
 	claims         sync.WaitGroup // claims in flight
@@ -186,7 +189,8 @@ func start(st store.Store, cfg Config) *Runner {
 		r.enqueue = f
 	}
 	r.base, r.cancelBase = context.WithCancelCause(context.Background())
-	st.SetNotify(store.Notify{Wake: r.unblock, CancelAttempt: r.cancelAttempt})
+	r.schedWake, r.schedDone = make(chan struct{}, 1), make(chan struct{})
+	st.SetNotify(store.Notify{Wake: r.unblock, CancelAttempt: r.cancelAttempt, Schedules: r.signalSchedules})
 	// One finisher for the journal: one batch per sync, it carries every
 	// outcome that ended during the last one. A store whose outcome batches
 	// are independent transactions says how many may run side by side.
@@ -206,6 +210,11 @@ func start(st store.Store, cfg Config) *Runner {
 	go r.dispatch()
 	go r.janitor()
 	go r.breakerWatch(r.watchDone)
+	if sch, ok := st.(store.Scheduler); ok {
+		go r.scheduleLoop(sch)
+	} else {
+		close(r.schedDone)
+	}
 	return r
 }
 
@@ -305,6 +314,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	<-r.dispatcherDone
 	<-r.janitorDone
 	<-r.watchDone
+	<-r.schedDone
 
 	done := make(chan struct{})
 	go func() { r.workers.wait(); close(done) }()

@@ -172,6 +172,19 @@ func formatRecord(rec []byte) string {
 		}
 		formatSpecExt(&b, sp)
 		fmt.Fprintf(&b, " payload=%s", quoteMax(sp.Payload, 200))
+		if sp.Schedule != "" {
+			fmt.Fprintf(&b, " schedule=%s tick=%s", strconv.Quote(sp.Schedule), msTime(sp.Tick))
+		}
+	}
+	if c := op.Sched; c != nil {
+		fmt.Fprintf(&b, " schedule=%s action=%s", strconv.Quote(c.Name), c.Action)
+		if d := c.Def; d != nil {
+			fmt.Fprintf(&b, " cron=%s every=%v zone=%s overlap=%s catch_up=%s job_kind=%s", strconv.Quote(d.Cron),
+				time.Duration(d.EveryMS)*time.Millisecond, strconv.Quote(d.Zone), d.Overlap, d.CatchUp, strconv.Quote(d.Job.Kind))
+		}
+		if c.Tick != 0 {
+			fmt.Fprintf(&b, " tick=%s", msTime(c.Tick))
+		}
 	}
 	if op.Class != 0 {
 		fmt.Fprintf(&b, " class=%s breaker_failed=%t", op.Class, op.BreakerFailed)

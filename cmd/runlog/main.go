@@ -63,6 +63,8 @@ func init() {
 		"migrate":  {summary: "create or upgrade the PostgreSQL schema: migrate --postgres URL [--plan]", run: runMigrate},
 		"loadtest": {summary: "measure enqueue and delivery throughput against a server", run: runLoadtest, hidden: true},
 	}
+	commands["schedules"] = command{summary: "list the schedules (periodic jobs) with their next ticks", run: runSchedules}
+	commands["schedule"] = command{summary: "schedule create NAME --cron EXPR|--every D --job JSON | show|pause|resume|delete NAME", run: runSchedule}
 }
 
 func main() {

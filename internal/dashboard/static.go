@@ -106,9 +106,10 @@ var pages = func() map[string]*template.Template {
 			}
 			return a * 100 / b
 		},
+		"scheduleURL": scheduleURL,
 	}
 	out := make(map[string]*template.Template)
-	for _, name := range []string{"overview", "jobs", "job", "targets", "login", "logout", "error"} {
+	for _, name := range []string{"overview", "jobs", "job", "targets", "schedules", "login", "logout", "error"} {
 		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/chart.html", "templates/"+name+".html"))
 	}

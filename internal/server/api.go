@@ -19,6 +19,7 @@ import (
 	"github.com/runlog/runlog"
 	"github.com/runlog/runlog/internal/authlimit"
 	"github.com/runlog/runlog/internal/kinds"
+	"github.com/runlog/runlog/internal/state"
 )
 
 // DefaultMaxBody is the default limit on a request body (1 MiB).
@@ -113,6 +114,13 @@ func (a *API) routes() {
 	m.HandleFunc("POST /v1/queues/{name}/pause", a.pauseQueue)
 	m.HandleFunc("POST /v1/queues/{name}/resume", a.resumeQueue)
 	m.HandleFunc("GET /v1/openapi.yaml", serveOpenAPI)
+	m.HandleFunc("POST /v1/schedules", a.createSchedule)
+	m.HandleFunc("GET /v1/schedules", a.listSchedules)
+	m.HandleFunc("GET /v1/schedules/{name}", a.getSchedule)
+	m.HandleFunc("PATCH /v1/schedules/{name}", a.patchSchedule)
+	m.HandleFunc("DELETE /v1/schedules/{name}", a.deleteSchedule)
+	m.HandleFunc("POST /v1/schedules/{name}/pause", a.pauseSchedule)
+	m.HandleFunc("POST /v1/schedules/{name}/resume", a.resumeSchedule)
 	if a.cfg.Metrics != nil {
 		m.Handle("GET /metrics", a.cfg.Metrics)
 	}
@@ -128,6 +136,8 @@ func (a *API) routes() {
 		"/v1/backup":          "GET",
 		"/v1/queues":          "GET", "/v1/queues/{name}": "PUT",
 		"/v1/queues/{name}/pause": "POST", "/v1/queues/{name}/resume": "POST",
+		"/v1/schedules": "GET, POST", "/v1/schedules/{name}": "GET, PATCH, DELETE",
+		"/v1/schedules/{name}/pause": "POST", "/v1/schedules/{name}/resume": "POST",
 	}
 	if a.cfg.Metrics != nil {
 		allowed["/metrics"] = "GET"
@@ -324,7 +334,12 @@ func parseListFilter(q map[string][]string) (runlog.ListFilter, error) {
 		}
 		return ""
 	}
-	f := runlog.ListFilter{Kind: get("kind"), Target: get("target"), Search: get("q")}
+	f := runlog.ListFilter{Kind: get("kind"), Target: get("target"), Search: get("q"), Schedule: get("schedule")}
+	if f.Schedule != "" {
+		if err := state.ValidScheduleName(f.Schedule); err != nil {
+			return f, badRequest("schedule: %v", err)
+		}
+	}
 	switch s := runlog.State(get("state")); s {
 	case "", runlog.StatePending, runlog.StateRunning, runlog.StateSucceeded, runlog.StateFailed, runlog.StateCancelled:
 		f.State = s
@@ -628,6 +643,9 @@ func message(err error) string {
 
 // statusOf maps an error onto an HTTP status.
 func statusOf(err error) int {
+	if s := scheduleStatus(err); s != 0 {
+		return s
+	}
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, runlog.ErrInvalid), errors.Is(err, runlog.ErrUnknownKind):
 		return http.StatusBadRequest

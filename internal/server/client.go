@@ -71,12 +71,13 @@ func (c *Client) Job(ctx context.Context, id uint64) (Job, error) {
 type ListQuery struct {
 	State, Kind, Target, Q, After, Order string
 	Limit                                int
+	Schedule                             string // the jobs this schedule made
 }
 
 // List returns one page of jobs.
 func (c *Client) List(ctx context.Context, q ListQuery) (JobList, error) {
 	v := url.Values{}
-	for k, s := range map[string]string{"state": q.State, "kind": q.Kind, "target": q.Target, "q": q.Q, "after": q.After, "order": q.Order} {
+	for k, s := range map[string]string{"state": q.State, "kind": q.Kind, "target": q.Target, "q": q.Q, "after": q.After, "order": q.Order, "schedule": q.Schedule} {
 		if s != "" {
 			v.Set(k, s)
 		}

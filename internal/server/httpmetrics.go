@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runlog/runlog/internal/state"
 )
 
 // instrument wraps h so that every request is observed in
@@ -71,7 +73,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // an API path that matches no route.
 func route(path string) string {
 	switch path {
-	case "/healthz", "/metrics", "/v1/jobs", "/v1/jobs/batch", "/v1/targets", "/v1/stats", "/v1/openapi.yaml", "/v1/queues":
+	case "/healthz", "/metrics", "/v1/jobs", "/v1/jobs/batch", "/v1/targets", "/v1/stats", "/v1/openapi.yaml", "/v1/queues", "/v1/schedules", "/v1/replay", "/v1/backup", "/v1/limits":
 		return path
 	}
 	if rest, ok := strings.CutPrefix(path, "/v1/queues/"); ok {
@@ -79,6 +81,18 @@ func route(path string) string {
 		if name != "" && (action == "" || action == "pause" || action == "resume") {
 			return strings.TrimSuffix("/v1/queues/{name}/"+action, "/")
 		}
+	}
+	if rest, ok := strings.CutPrefix(path, "/v1/schedules/"); ok {
+		name, action, _ := strings.Cut(rest, "/")
+		if state.ValidScheduleName(name) == nil {
+			switch action {
+			case "":
+				return "/v1/schedules/{name}"
+			case "pause", "resume":
+				return "/v1/schedules/{name}/" + action
+			}
+		}
+		return "unknown"
 	}
 	if !isAPIPath(path) {
 		return "dashboard"
@@ -89,7 +103,7 @@ func route(path string) string {
 			switch action {
 			case "":
 				return "/v1/jobs/{id}"
-			case "cancel", "retry":
+			case "cancel", "retry", "replay":
 				return "/v1/jobs/{id}/" + action
 			}
 		}

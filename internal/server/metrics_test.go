@@ -241,6 +241,8 @@ func TestRouteLabels(t *testing.T) {
 		"/v1/jobs/12/cancel": "/v1/jobs/{id}/cancel", "/v1/jobs/x": "unknown", "/v1/jobs/12/delete": "unknown",
 		"/v1/nope": "unknown", "/": "dashboard", "/jobs/5": "dashboard", "/healthz": "/healthz", "/metrics": "/metrics",
 		"/v1/jobs/batch": "/v1/jobs/batch", "/v1/openapi.yaml": "/v1/openapi.yaml",
+		"/v1/schedules": "/v1/schedules", "/v1/schedules/nightly": "/v1/schedules/{name}",
+		"/v1/schedules/nightly/pause": "/v1/schedules/{name}/pause", "/v1/schedules/a b": "unknown", "/v1/schedules/x/run": "unknown",
 	} {
 		if got := route(path); got != want {
 			t.Errorf("route(%q) = %q, want %q", path, got, want)

@@ -104,6 +104,20 @@ func TestOpenAPIConformance(t *testing.T) {
 		{"GET", "/v1/backup", auth, "", 200},
 		{"GET", "/v1/backup", "", "", 401},
 		{"GET", "/metrics", "", "", 401},
+		{"POST", "/v1/schedules", auth, `{"name":"nightly","cron":"0 3 * * *","timezone":"Europe/Paris","job":{"kind":"http","url":"` + b.target.URL + `/"},"overlap":"skip","catch_up":"latest"}`, 201},
+		{"POST", "/v1/schedules", auth, `{"name":"nightly","cron":"0 3 * * *","timezone":"Europe/Paris","job":{"kind":"http","url":"` + b.target.URL + `/"},"overlap":"skip","catch_up":"latest"}`, 409},
+		{"POST", "/v1/schedules", auth, `{"name":"x","cron":"0 3 * * *","timezone":"Mars/Base","job":{"kind":"http","url":"` + b.target.URL + `/"}}`, 400},
+		{"GET", "/v1/schedules", auth, "", 200},
+		{"GET", "/v1/schedules/nightly", auth, "", 200},
+		{"GET", "/v1/schedules/nope", auth, "", 404},
+		{"PATCH", "/v1/schedules/nightly", auth, `{"every":"1h"}`, 200},
+		{"PATCH", "/v1/schedules/nightly", auth, `{"every":"10ms"}`, 400},
+		{"POST", "/v1/schedules/nightly/pause", auth, "", 200},
+		{"POST", "/v1/schedules/nightly/resume", auth, "", 200},
+		{"POST", "/v1/schedules/nope/pause", auth, "", 404},
+		{"GET", "/v1/jobs?schedule=nightly", auth, "", 200},
+		{"DELETE", "/v1/schedules/nightly", auth, "", 204},
+		{"DELETE", "/v1/schedules/nightly", auth, "", 404},
 	} {
 		var body io.Reader
 		if tc.body != "" {
@@ -169,7 +183,8 @@ func TestOpenAPIConformance(t *testing.T) {
 	if err := openapi3filter.ValidateResponse(ctx, bad); err == nil {
 		t.Error("a stats answer with a string count passed the validation")
 	}
-	for _, op := range []string{"health", "enqueueJob", "enqueueJobs", "listJobs", "getJob", "cancelJob", "retryJob", "listTargets", "getStats", "getOpenAPI", "getMetrics", "getBackup"} {
+	for _, op := range []string{"health", "enqueueJob", "enqueueJobs", "listJobs", "getJob", "cancelJob", "retryJob", "listTargets", "getStats", "getOpenAPI", "getMetrics", "getBackup",
+		"createSchedule", "listSchedules", "getSchedule", "updateSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule"} {
 		if !seen[op] {
 			t.Errorf("operation %s not exercised", op)
 		}

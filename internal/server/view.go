@@ -37,6 +37,9 @@ type Job struct {
 	History  []Attempt `json:"history,omitzero"`
 	Queue    string    `json:"queue"`
 	Priority int       `json:"priority"`
+	// Schedule and Tick name the schedule and tick that made the job.
+	Schedule string    `json:"schedule,omitempty"`
+	Tick     time.Time `json:"tick,omitzero"`
 }
 
 // Retry is the JSON form of a job's retry policy; durations are Go duration
@@ -141,6 +144,7 @@ func jobView(j runlog.Job, withHistory bool) Job {
 		Payload: payloadJSON(j.Payload), Metadata: j.Metadata, ReplayOf: j.ReplayOf,
 		Queue: j.Queue, Priority: j.Priority,
 	}
+	v.Schedule, v.Tick = j.Schedule, j.Tick
 	if j.Timeout > 0 {
 		v.Timeout = j.Timeout.String()
 	}

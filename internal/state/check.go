@@ -57,6 +57,9 @@ func (s *State) Equal(o *State) (bool, string) {
 			return false, fmt.Sprintf("breaker %q: %+v vs %+v (present %v)", t, a, b, ok)
 		}
 	}
+	if a, b := s.schedulesSection(), o.schedulesSection(); !bytes.Equal(a, b) {
+		return false, fmt.Sprintf("schedules % x vs % x", a, b)
+	}
 	return true, ""
 }
 

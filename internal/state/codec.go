@@ -65,6 +65,7 @@ const flagBreakerFailed = 1
 //	         varint cancelled, varint failed
 //	queue    (id 0) string name, uvarint concurrency, byte paused (0, 1)
 //	snooze   uvarint attempt, varint due
+//	schedule (kind 13, id 0) the schedule change (putScheduleChange)
 //
 // Fields a kind does not list are not written. Encode does not validate: an
 // op with kind 0 or above OpSnooze, id 0, or an OpEnqueue without a Spec
@@ -124,6 +125,8 @@ func Encode(dst []byte, op *Op) []byte {
 	case OpSnooze:
 		dst = putUvarint(dst, uint64(op.Attempt))
 		dst = putVarint(dst, op.Due)
+	case OpSchedule:
+		dst = putScheduleChange(dst, op.Sched)
 	}
 	return dst
 }
@@ -155,7 +158,7 @@ func Decode(b []byte) (Op, error) {
 	if v == ExtFormatVersion && op.Kind != OpEnqueue {
 		return Op{}, d.fail("a %v op in a version %d record (only enqueues carry a spec extension)", op.Kind, v)
 	}
-	if op.Kind < OpEnqueue || op.Kind > OpSnooze {
+	if op.Kind < OpEnqueue || op.Kind > OpSchedule {
 		return Op{}, d.fail("unknown op kind %d", b[1])
 	}
 	d.off = 2
@@ -223,6 +226,8 @@ func Decode(b []byte) (Op, error) {
 	case OpSnooze:
 		op.Attempt = d.attempt()
 		op.Due = d.varint("due")
+	case OpSchedule:
+		op.Sched = d.scheduleChange()
 	}
 	if d.err == nil && d.off != len(b) {
 		d.failAt("%d trailing bytes after a %v op", len(b)-d.off, op.Kind)

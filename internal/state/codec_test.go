@@ -52,6 +52,17 @@ func goldenOps() []struct {
 		{"queue", Op{Kind: OpQueue, At: 1700000000000, Queue: &QueueSetting{Name: "bulk", Concurrency: 4, Paused: true}}},
 		{"queue-default", Op{Kind: OpQueue, At: 1700000000000, Queue: &QueueSetting{}}},
 		{"snooze", Op{Kind: OpSnooze, ID: 7, At: 1700000000000, Attempt: 2, Due: 1700000060000}},
+		{"schedule-create-cron", Op{Kind: OpSchedule, At: 1700000000000, Sched: &ScheduleChange{Action: SchedCreate, Name: "nightly",
+			Def: &ScheduleDef{Cron: "0 3 * * *", Zone: "Europe/Paris", Overlap: OverlapSkip, CatchUp: CatchUpLatest,
+				Job: Spec{Kind: "report", Target: "http://127.0.0.1:9000", Payload: []byte("{}"), Policy: retry.Policy{Attempts: 3, BaseMS: 1000}, Queue: "bulk", Priority: 5}}}}},
+		{"schedule-create-every", Op{Kind: OpSchedule, At: 1700000000000, Sched: &ScheduleChange{Action: SchedCreate, Name: "tick.1s",
+			Def: &ScheduleDef{EveryMS: 1000, CatchUp: CatchUpAll, Job: Spec{Kind: "ping", Policy: retry.Policy{Attempts: 1}}}}}},
+		{"schedule-update", Op{Kind: OpSchedule, At: 1700000001000, Sched: &ScheduleChange{Action: SchedUpdate, Name: "tick.1s",
+			Def: &ScheduleDef{EveryMS: 60000, CatchUp: CatchUpSkip, Job: Spec{Kind: "ping", Policy: retry.Policy{Attempts: 1}}}}}},
+		{"schedule-pause", Op{Kind: OpSchedule, At: 1700000002000, Sched: &ScheduleChange{Action: SchedPause, Name: "nightly"}}},
+		{"schedule-resume", Op{Kind: OpSchedule, At: 1700000003000, Sched: &ScheduleChange{Action: SchedResume, Name: "nightly"}}},
+		{"schedule-delete", Op{Kind: OpSchedule, At: 1700000004000, Sched: &ScheduleChange{Action: SchedDelete, Name: "nightly"}}},
+		{"schedule-skip", Op{Kind: OpSchedule, At: 1700000005000, Sched: &ScheduleChange{Action: SchedSkip, Name: "tick.1s", Tick: 1700000005000}}},
 	}
 }
 
@@ -370,7 +381,7 @@ func TestStoredValuesFrozen(t *testing.T) {
 // a rename (OpRetry became OpRequeue and OpRevive became OpRetry) must
 // never move a code, or old journals would replay as other ops.
 func TestOpCodesFrozen(t *testing.T) {
-	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpQueue: 10, OpSnooze: 11} {
+	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpQueue: 10, OpSnooze: 11, OpSchedule: 13} {
 		if byte(k) != want {
 			t.Errorf("%v has code %d; its code is %d, frozen by the journal format", k, byte(k), want)
 		}

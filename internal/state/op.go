@@ -52,6 +52,11 @@ const (
 	OpSnooze
 )
 
+// OpSchedule changes a schedule (Op.Sched: create, update, pause, resume,
+// delete, or skip ticks); ID is 0. (Codes 10-12 belong to queues and
+// limits.)
+const OpSchedule Kind = 13
+
 // String returns the op's name ("enqueue", "start", …) or "kind(N)".
 func (k Kind) String() string {
 	switch k {
@@ -77,12 +82,14 @@ func (k Kind) String() string {
 		return "queue"
 	case OpSnooze:
 		return "snooze"
+	case OpSchedule:
+		return "schedule"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // jobless reports whether ops of kind k are about no one job (ID 0).
-func (k Kind) jobless() bool { return k == OpExpire || k == OpQueue }
+func (k Kind) jobless() bool { return k == OpExpire || k == OpQueue || k == OpSchedule }
 
 // outcome reports whether k ends an attempt with a class (OpSnooze ends
 // one without).
@@ -130,6 +137,8 @@ type Op struct {
 	// job needs to bring it back, so that replay never depends on what the
 	// store kept elsewhere. Nil in records written before version 2.
 	Image *Job
+	// Sched is, for OpSchedule only, the schedule change.
+	Sched *ScheduleChange
 }
 
 // Retention says how long finished jobs are kept after they finished, by

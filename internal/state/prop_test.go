@@ -381,7 +381,7 @@ func TestReplayEqualsLive(t *testing.T) {
 		m := &sim{t: t, cfg: cfg, live: New(cfg), now: rapid.Int64Range(0, 1<<41).Draw(t, "start")}
 		steps := rapid.IntRange(1, 200).Draw(t, "steps")
 		for range steps {
-			switch rapid.IntRange(0, 13).Draw(t, "action") {
+			switch rapid.IntRange(0, 15).Draw(t, "action") {
 			case 0, 1:
 				m.enqueue()
 			case 2, 3, 4:
@@ -411,6 +411,10 @@ func TestReplayEqualsLive(t *testing.T) {
 				m.step(Op{Kind: OpExpire, At: m.now, Retention: r})
 			case 13:
 				m.setQueue()
+			case 14:
+				m.scheduleChange()
+			case 15:
+				m.tick()
 			}
 		}
 		m.replay()
@@ -477,4 +481,65 @@ func ExampleState_Admit() {
 	// 1000: start, then requeue: pending
 	// 1277: start, then fail: failed
 	// reason: gave up after 2 attempts: 503 Service Unavailable
+}
+
+// scheduleChange draws one schedule change among a few names, some of which
+// do not fit the state (a create of a name that exists, a change of one that
+// does not): those are no-ops.
+func (m *sim) scheduleChange() {
+	c := &ScheduleChange{
+		Action: ScheduleAction(rapid.IntRange(int(SchedCreate), int(SchedSkip)).Draw(m.t, "schedAction")),
+		Name:   rapid.SampledFrom([]string{"a", "b", "c"}).Draw(m.t, "schedName"),
+	}
+	switch c.Action {
+	case SchedCreate, SchedUpdate:
+		def := &ScheduleDef{
+			Overlap: Overlap(rapid.IntRange(0, 1).Draw(m.t, "overlap")),
+			CatchUp: CatchUp(rapid.IntRange(0, 2).Draw(m.t, "catchUp")),
+			Job:     Spec{Kind: "k", Target: "a", Policy: retry.Policy{Attempts: rapid.IntRange(1, 3).Draw(m.t, "schedAttempts")}},
+		}
+		if rapid.Bool().Draw(m.t, "cron") {
+			def.Cron = rapid.SampledFrom([]string{"* * * * * *", "*/2 * * * * *", "0 * * * * *"}).Draw(m.t, "cronExpr")
+		} else {
+			def.EveryMS = rapid.Int64Range(1000, 4000).Draw(m.t, "every")
+		}
+		c.Def = def
+	case SchedSkip:
+		c.Tick = m.now + rapid.Int64Range(-2000, 2000).Draw(m.t, "skipTo")
+	}
+	m.step(Op{Kind: OpSchedule, At: m.now, Sched: c})
+}
+
+// tick deals with every schedule's due ticks as the store does, and checks
+// that no tick of a schedule has two jobs.
+func (m *sim) tick() {
+	var ops []Op
+	m.live.Schedules(func(sc *Schedule) bool {
+		ops = append(ops, m.live.TickOps(sc, m.now, m.live.NextID()+uint64(len(ops)))...)
+		return true
+	})
+	for _, op := range ops {
+		m.step(op)
+	}
+	m.live.Schedules(func(sc *Schedule) bool {
+		if t, ok := sc.Next(); ok && t <= m.now && !sc.Paused {
+			m.t.Fatalf("schedule %q has tick %d due at %d after its ticks were dealt with", sc.Name, t, m.now)
+		}
+		return true
+	})
+	type tick struct {
+		name string
+		at   int64
+	}
+	seen := make(map[tick]uint64)
+	m.live.Scan(0, false, func(j *Job) bool {
+		if j.Spec.Schedule != "" {
+			k := tick{j.Spec.Schedule, j.Spec.Tick}
+			if other, dup := seen[k]; dup {
+				m.t.Fatalf("tick %d of schedule %q made jobs %d and %d", k.at, k.name, other, j.ID)
+			}
+			seen[k] = j.ID
+		}
+		return true
+	})
 }

@@ -42,12 +42,16 @@ func (s *State) sections() []section {
 	if b := s.queueSection(); b != nil {
 		secs = append(secs, section{tag: sectionQueues, body: b})
 	}
+	if len(s.schedules) > 0 {
+		secs = append(secs, section{tag: sectionSchedules, body: s.schedulesSection()})
+	}
 	return secs
 }
 
 // The snapshot section tags.
 const (
-	sectionQueues = 1
+	sectionQueues    = 1 // queues.go
+	sectionSchedules = 3 // schedules.go
 )
 
 // readSection reads the body of the section tag into the state.
@@ -55,6 +59,8 @@ func (s *State) readSection(tag uint64, d *decoder) {
 	switch tag {
 	case sectionQueues:
 		s.readQueueSection(d)
+	case sectionSchedules:
+		s.readSchedules(d)
 	default:
 		d.newer("snapshot section %d, which this build does not know", tag)
 	}

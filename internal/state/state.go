@@ -103,6 +103,8 @@ type State struct {
 	lingering []*Job
 	seq       uint64 // the caller's tag for the ops it applies (SetSeq)
 	retried   bool   // the last op was an OpRetry that applied
+
+	schedules map[string]*Schedule // by name (schedules.go)
 }
 
 // New returns an empty state.
@@ -181,7 +183,7 @@ func (s *State) SetSeq(seq uint64) { s.seq = seq }
 // Apply copies op.Spec but shares its Payload, and keeps op.Output: the
 // caller must not modify those bytes afterwards.
 func (s *State) Apply(op *Op) {
-	if s.frozen != nil && op.Kind != OpEnqueue && op.Kind != OpExpire {
+	if s.frozen != nil && op.Kind != OpEnqueue && op.Kind != OpExpire && op.Kind != OpSchedule {
 		// Every other op changes at most its own job (expire only drops
 		// jobs from the live state, which the frozen one still holds).
 		s.preserve(op.ID)
@@ -200,6 +202,8 @@ func (s *State) Apply(op *Op) {
 		s.retryJob(op)
 	case OpExpire:
 		s.expire(op)
+	case OpSchedule:
+		s.schedule(op)
 	}
 }
 
@@ -452,6 +456,9 @@ func (s *State) enqueue(op *Op) {
 	s.nextID = max(s.nextID, op.ID+1)
 	s.pushPending(j)
 	s.count(&a.spec, Pending, 1)
+	if a.spec.Schedule != "" {
+		s.scheduleTick(j)
+	}
 }
 
 // insert puts j at position i of jobs (where search placed its id),

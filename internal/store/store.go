@@ -93,6 +93,8 @@ type Filter struct {
 	After  uint64 // cursor: the last id of the previous page, 0 = start
 	Limit  int
 	Oldest bool // ascending ids; default newest first
+	// Schedule selects the jobs the named schedule made ("" any).
+	Schedule string
 }
 
 // TargetInfo is one target's breaker and load.
@@ -120,6 +122,9 @@ type Notify struct {
 	// CancelAttempt: job id, running here, was cancelled elsewhere; cancel
 	// its attempt's context.
 	CancelAttempt func(id uint64)
+	// Schedules: a schedule was changed elsewhere; look at the schedules
+	// again (nil: nobody listens).
+	Schedules func()
 }
 
 // Failer is a store whose failures can be permanent: the embedded journal,

@@ -681,7 +681,7 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 	}
 	inMemory := func(id uint64) bool { _, ok := s.st.Job(id); return ok }
 	if f.Search == "" {
-		return s.tbl.list(tableQuery{state: f.State, kind: f.Kind, target: f.Target, after: f.After, desc: !f.Oldest, limit: limit, skip: inMemory}, parts)
+		return s.tbl.list(tableQuery{state: f.State, kind: f.Kind, target: f.Target, schedule: f.Schedule, after: f.After, desc: !f.Oldest, limit: limit, skip: inMemory}, parts)
 	}
 	// A search is a range of the key index and, for digits, a point read
 	// by id; only the records of the page are read.
@@ -724,7 +724,7 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 		if err != nil {
 			return nil, err
 		}
-		if j == nil || (f.State != "" && j.State.String() != f.State) || (f.Kind != "" && j.Spec.Kind != f.Kind) || (f.Target != "" && j.Spec.Target != f.Target) {
+		if j == nil || !matches(j, f, digits) {
 			continue
 		}
 		out = append(out, *j)
@@ -762,6 +762,9 @@ func matches(j *state.Job, f *store.Filter, digits bool) bool {
 		return false
 	}
 	if f.Target != "" && j.Spec.Target != f.Target {
+		return false
+	}
+	if f.Schedule != "" && j.Spec.Schedule != f.Schedule {
 		return false
 	}
 	if f.Search != "" && !strings.HasPrefix(j.Spec.Key, f.Search) {

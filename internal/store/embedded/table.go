@@ -37,6 +37,7 @@ import (
 //	"p" end "s" state id            index by end state
 //	"p" end "k" len kind state id   index by kind, then end state (len: uvarint)
 //	"p" end "t" len target state id index by target, then end state
+//	"p" end "c" len schedule id     index by schedule, only of jobs a schedule made
 //	"p" end "y" key                 idempotency key → id
 //
 // Every key of a finished job lies under its expiry partition's prefix, so
@@ -456,6 +457,11 @@ func putFinished(b *pebble.Batch, puts []finishedPut) {
 		}
 	}
 	for _, p := range puts {
+		if p.j.Spec.Schedule != "" {
+			b.Set(scheduleKey(p.j), nil, nil)
+		}
+	}
+	for _, p := range puts {
 		if p.j.Spec.Key != "" {
 			b.Set(keyKey(p.j.Part, p.j.Spec.Key), binary.BigEndian.AppendUint64(nil, p.j.ID), nil)
 		}
@@ -477,13 +483,24 @@ func deleteFinished(b *pebble.Batch, j *state.Job) {
 // indexKeys returns the index entries of finished job j: the state
 // index's first, then the filter indexes'.
 func indexKeys(j *state.Job) [][]byte {
-	keys := make([][]byte, 0, 1+len(filterIndexes))
+	keys := make([][]byte, 0, 2+len(filterIndexes))
 	keys = append(keys, binary.BigEndian.AppendUint64(statePrefix(j.Part, j.State), j.ID))
 	for _, ix := range filterIndexes {
 		k := append(valuePrefix(j.Part, ix.key, ix.value(j.Spec)), byte(j.State))
 		keys = append(keys, binary.BigEndian.AppendUint64(k, j.ID))
 	}
+	if j.Spec.Schedule != "" {
+		keys = append(keys, scheduleKey(j))
+	}
 	return keys
+}
+
+// scheduleKey is the entry of the schedule index of finished job j, which
+// a schedule made: a sparse index (jobs enqueued by hand have none), read
+// by a List of that schedule's jobs, which checks the other filters on the
+// records.
+func scheduleKey(j *state.Job) []byte {
+	return binary.BigEndian.AppendUint64(valuePrefix(j.Part, 'c', j.Spec.Schedule), j.ID)
 }
 
 // entryValue is the value of every filter index entry of a job with spec
@@ -645,6 +662,7 @@ func (t *table) payloadOf(j *state.Job) ([]byte, error) {
 // tableQuery is what a page of finished jobs from the table is asked for.
 type tableQuery struct {
 	state, kind, target string // filters ("" any); state is a finished state's name
+	schedule            string // filter ("" any): the jobs this schedule made
 	after               uint64
 	desc                bool
 	limit               int
@@ -654,7 +672,7 @@ type tableQuery struct {
 
 // matches reports whether finished job j passes q's filters.
 func (q *tableQuery) matches(j *state.Job) bool {
-	if q.state != "" && j.State.String() != q.state {
+	if q.state != "" && j.State.String() != q.state || q.schedule != "" && j.Spec.Schedule != q.schedule {
 		return false
 	}
 	for _, ix := range filterIndexes {
@@ -679,6 +697,11 @@ func (q *tableQuery) ranges(end int64) (prefixes [][]byte, kind byte, ok bool) {
 		}
 		states = states[:0]
 		states = append(states, st)
+	}
+	if q.schedule != "" {
+		// The sparse schedule index first: a schedule's jobs are few
+		// beside all jobs of a state, kind or target.
+		return [][]byte{valuePrefix(end, 'c', q.schedule)}, 'c', true
 	}
 	for _, ix := range filterIndexes {
 		if v := ix.query(q); v != "" {

@@ -86,6 +86,10 @@ func tierFilters() map[string]store.Filter {
 	}
 	fs["failed+k1"] = store.Filter{State: "failed", Kind: "k1"}
 	fs["key=x"] = store.Filter{Search: "x"}
+	for _, sc := range []string{"s1", "s2"} {
+		fs["schedule="+sc] = store.Filter{Schedule: sc}
+	}
+	fs["succeeded+s1"] = store.Filter{State: "succeeded", Schedule: "s1"}
 	return fs
 }
 
@@ -205,7 +209,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				crashed = mem.CrashClone(rand.New(rand.NewPCG(uint64(step), 7)))
 			}
 			now += rapid.Int64Range(0, 900).Draw(rt, "dt")
-			switch rapid.IntRange(0, 9).Draw(rt, "action") {
+			switch rapid.IntRange(0, 11).Draw(rt, "action") {
 			case 0, 1:
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				jobs := make([]store.NewJob, n)
@@ -277,6 +281,26 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				if _, err := s.SetQueue(ctx, now, rapid.SampledFrom([]string{"", "q"}).Draw(rt, "setQueue"), &conc, &paused); err != nil {
 					rt.Fatal(err)
 				}
+			case 10:
+				// A schedule change; a create of a name that exists, or a
+				// change of one that does not, is refused and changes nothing.
+				c := state.ScheduleChange{
+					Action: state.ScheduleAction(rapid.IntRange(int(state.SchedCreate), int(state.SchedDelete)).Draw(rt, "schedAction")),
+					Name:   rapid.SampledFrom([]string{"s1", "s2"}).Draw(rt, "schedName"),
+				}
+				if c.Action == state.SchedCreate || c.Action == state.SchedUpdate {
+					c.Def = &state.ScheduleDef{EveryMS: rapid.Int64Range(1000, 3000).Draw(rt, "every"),
+						CatchUp: state.CatchUp(rapid.IntRange(0, 2).Draw(rt, "catchUp")), Overlap: state.Overlap(rapid.IntRange(0, 1).Draw(rt, "overlap")),
+						Job: state.Spec{Kind: "k1", Target: "a", Payload: []byte("tick"), Policy: retry.Policy{Attempts: 2, BaseMS: 10, CapMS: 100}}}
+				}
+				if _, err := s.ChangeSchedule(ctx, now, c); err != nil && !errors.Is(err, store.ErrScheduleExists) && !errors.Is(err, store.ErrScheduleNotFound) {
+					rt.Fatal(err)
+				}
+			case 11:
+				if _, _, _, err := s.Tick(ctx, now); err != nil {
+					rt.Fatal(err)
+				}
+				maxID = max(maxID, s.st.NextID()-1)
 			}
 		}
 		finishAll()

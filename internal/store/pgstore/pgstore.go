@@ -426,11 +426,12 @@ func (s *Store) listenOnce() error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(s.ctx, "LISTEN "+chanWake+"; LISTEN "+chanCancel); err != nil {
+	if _, err := conn.Exec(s.ctx, "LISTEN "+chanWake+"; LISTEN "+chanCancel+"; LISTEN "+chanSchedules); err != nil {
 		return err
 	}
 	s.invalidate()
 	s.wake()
+	s.schedulesChanged()
 	for {
 		n, err := conn.WaitForNotification(s.ctx)
 		if err != nil {
@@ -447,6 +448,10 @@ func (s *Store) listenOnce() error {
 			s.wake()
 		case chanCancel:
 			s.cancelNotified(n.Payload)
+		case chanSchedules:
+			if n.Payload != s.opts.Node {
+				s.schedulesChanged()
+			}
 		}
 	}
 }

@@ -114,6 +114,9 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 	if f.Target != "" {
 		arg("target = $?", f.Target)
 	}
+	if f.Schedule != "" {
+		arg("schedule = $?", f.Schedule)
+	}
 	if f.Search != "" {
 		arg("(id::text = $? OR starts_with(key, $?))", f.Search)
 	}

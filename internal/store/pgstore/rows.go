@@ -139,7 +139,8 @@ func (r *jobRow) step(br *retry.Breaker, c retry.Circuit, op *state.Op, node str
 
 // jobCols are the columns scanRow reads, in order.
 const jobCols = `id, state, kind, target, payload, key, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
-	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, latest, node, metadata, replay_of, queue, priority`
+	due, first_due, enqueued_at, finished_at, fails, started, last_error, reason, history, latest, node, metadata, replay_of, queue, priority,
+	schedule, tick`
 
 // jobColsNoPayload are jobCols without the payload (read as NULL), for the
 // transactions that settle attempts and do not need it.
@@ -158,7 +159,8 @@ func scanRow(row pgx.Row) (*jobRow, error) {
 	p := &r.spec.Policy
 	err := row.Scan(&id, &st, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &r.spec.Key,
 		&p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS, &r.spec.TimeoutMS,
-		&r.Due, &r.FirstDue, &r.EnqueuedAt, &r.FinishedAt, &r.Fails, &started, &r.LastError, &r.Reason, &hist, &latest, &r.node, &meta, &replayOf, &r.spec.Queue, &r.spec.Priority)
+		&r.Due, &r.FirstDue, &r.EnqueuedAt, &r.FinishedAt, &r.Fails, &started, &r.LastError, &r.Reason, &hist, &latest, &r.node, &meta, &replayOf, &r.spec.Queue, &r.spec.Priority,
+		&r.spec.Schedule, &r.spec.Tick)
 	if err != nil {
 		return nil, err
 	}

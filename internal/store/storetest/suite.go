@@ -72,6 +72,7 @@ func Run(t *testing.T, open Opener) {
 		{"Closed", testClosed},
 	}
 	cases = append(cases, queueCases...)
+	cases = append(cases, scheduleCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
 	}
