@@ -54,6 +54,9 @@ func (s *State) Equal(o *State) (bool, string) {
 			return false, fmt.Sprintf("breaker %q: %+v vs %+v (present %v)", t, a, b, ok)
 		}
 	}
+	if d := flowsDiff(s.flows, o.flows); d != "" {
+		return false, d
+	}
 	return true, ""
 }
 

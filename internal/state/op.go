@@ -44,6 +44,16 @@ const (
 	OpExpire
 )
 
+// The ops of issue 17 have preassigned codes (10, 11 queues; 13
+// schedules), so that branches built side by side never reuse one.
+const (
+	// OpLimit sets, at At, the rate limit of Target at run time: Limit,
+	// which overrides the configured one; a zero Limit removes the limit
+	// (the target then has none, even if one is configured). ID is 0.
+	// (Code 12.)
+	OpLimit Kind = 12
+)
+
 // String returns the op's name ("enqueue", "start", …) or "kind(N)".
 func (k Kind) String() string {
 	switch k {
@@ -65,6 +75,8 @@ func (k Kind) String() string {
 		return "retry"
 	case OpExpire:
 		return "expire"
+	case OpLimit:
+		return "limit"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -107,6 +119,13 @@ type Op struct {
 	Output []byte
 	// Retention is, for OpExpire only, how long finished jobs are kept.
 	Retention *Retention
+	// HoldUntil is, for outcome ops, when the target's own wait ends (the
+	// server's Retry-After): no job of the target starts before it. 0 for
+	// none.
+	HoldUntil int64
+	// Target and Limit are, for OpLimit only, the target and its limit.
+	Target string
+	Limit  retry.Limit
 	// Image is, for OpRetry only, the job as it was when it finished
 	// (spec, payload, history, partition): what a store that evicted the
 	// job needs to bring it back, so that replay never depends on what the

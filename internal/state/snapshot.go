@@ -38,12 +38,21 @@ type section struct {
 // breakers to keep. A feature with state of its own appends its section
 // here and reads it in readSection.
 func (s *State) sections() []section {
-	return nil
+	var secs []section
+	if sec, ok := s.flowSection(); ok {
+		secs = append(secs, sec)
+	}
+	return secs
 }
 
 // readSection reads the body of the section tag into the state.
 func (s *State) readSection(tag uint64, d *decoder) {
-	d.newer("snapshot section %d, which this build does not know", tag)
+	switch tag {
+	case sectionFlows:
+		s.readFlows(d)
+	default:
+		d.newer("snapshot section %d, which this build does not know", tag)
+	}
 }
 
 // appendSections appends the sections part of a version 3 body: uvarint
