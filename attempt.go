@@ -86,6 +86,7 @@ func (r *Runner) startAttempt(c store.Claim) {
 		e := ended{Outcome: store.Outcome{ID: c.ID, Attempt: c.Attempt, Output: ac.output()}, kind: c.Kind, target: c.Target}
 		out := &e.Outcome
 		out.Class, out.AfterMS, out.Error = classify(err)
+		out.AfterMS = min(out.AfterMS, r.cfg.MaxRetryAfter.Milliseconds())
 		report := true
 		if err != nil && ctx.Err() != nil {
 			switch {

@@ -349,3 +349,6 @@ func flowsDiff(a, b map[string]Flow) string {
 	}
 	return ""
 }
+
+// Limits returns the configured rate limits (nil for none).
+func (s *State) Limits() *LimitConfig { return s.cfg.Limits }

@@ -352,6 +352,9 @@ func (s *Store) fillPayloads(claims []store.Claim) error {
 func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]store.Claim, []state.Op) {
 	var claims []store.Claim
 	p := state.NewPlanner(s.st.Circuit(), now, lim.Max, lim.PerTarget, lim.Running)
+	if s.st.HasFlows() {
+		p.WithFlows(s.st.Flow)
+	}
 	for !p.Done() {
 		job, ok := s.st.PeekDue(now)
 		if !ok {
@@ -808,6 +811,7 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	for target, l := range load {
 		out = append(out, store.TargetInfo{Target: target, Pending: l.Pending, Running: l.Running})
 	}
+	out = s.withFlowsLocked(out)
 	slices.SortFunc(out, func(a, b store.TargetInfo) int { return strings.Compare(a.Target, b.Target) })
 	return out, nil
 }

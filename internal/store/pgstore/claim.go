@@ -39,15 +39,17 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 		// one and the first due rows.
 		var (
 			nonZero map[string]retry.Breaker
+			flows   map[string]state.Flow
 			due     []*jobRow
 		)
 		queueNonZeroBreakers(b, &nonZero)
+		queueNonZeroFlows(b, &flows)
 		queueDue(b, now, lim.Max, &due)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
 		res, seenNonZero = claimResult{}, nonZero
-		return s.newClaim(tx, now, lim, nil, nonZero, &res).run(ctx, &due)
+		return s.newClaim(tx, now, lim, nil, nonZero, flows, &res).run(ctx, &due)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -113,7 +115,11 @@ type claimTx struct {
 	// gains the ones the claim reads.
 	brs map[string]*breakerRow
 	// nonZero is as for loadBreakers.
-	nonZero  map[string]retry.Breaker
+	nonZero map[string]retry.Breaker
+	// flows holds every flow that was not the zero one when tx read them
+	// (queueNonZeroFlows): the rows the claim locks, with those of the
+	// targets that have a configured limit.
+	flows    map[string]state.Flow
 	plan     state.Planner
 	held     []int64 // the jobs held back by the per-target limit: not selected again
 	deferred bool    // a job was deferred
@@ -122,15 +128,19 @@ type claimTx struct {
 
 // newClaim returns the claim at now within lim inside tx, which decides
 // into *res. brs holds the breakers tx has read already (nil for none).
-func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, res *claimResult) *claimTx {
+func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, flows map[string]state.Flow, res *claimResult) *claimTx {
 	if brs == nil {
 		brs = make(map[string]*breakerRow)
 	}
 	res.at = now
-	return &claimTx{
-		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, held: []int64{}, res: res,
+	c := &claimTx{
+		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, flows: flows, held: []int64{}, res: res,
 		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running),
 	}
+	if len(flows) > 0 || s.opts.Limits != nil {
+		c.plan.WithFlows(s.flowOf(brs))
+	}
+	return c
 }
 
 // run decides the claim. pre, if not nil, holds the first round's due
@@ -155,6 +165,9 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 			targets[i] = r.spec.Target
 		}
 		if err := c.s.loadBreakers(ctx, c.tx, targets, nil, c.brs, c.nonZero); err != nil {
+			return nil, err
+		}
+		if err := c.s.loadFlows(ctx, c.tx, c.s.flowsNeeded(targets, c.flows, nil), c.brs); err != nil {
 			return nil, err
 		}
 		b, left := c.decide(due)
@@ -201,7 +214,9 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 			c.held = append(c.held, int64(r.ID))
 			continue
 		}
+		before := br.b
 		r.step(&br.b, circuit, &op, node)
+		c.s.feedFlow(target, br, before, &op)
 		switch op.Kind {
 		case state.OpStart:
 			buf = appendAttempt(buf[:0], stored(r.Attempts[len(r.Attempts)-1], node)) // the attempt Step started
