@@ -100,6 +100,7 @@ func (a *API) routes() {
 	m.HandleFunc("GET /v1/targets", a.targets)
 	m.HandleFunc("PUT /v1/targets/secrets", a.putSecret)
 	m.HandleFunc("DELETE /v1/targets/secrets", a.deleteSecret)
+	m.HandleFunc("PUT /v1/limits", a.putLimit)
 	m.HandleFunc("GET /v1/stats", a.stats)
 	m.HandleFunc("GET /v1/openapi.yaml", serveOpenAPI)
 	if a.cfg.Metrics != nil {
@@ -113,6 +114,7 @@ func (a *API) routes() {
 		"GET /v1/jobs/batch": "POST",
 		"/v1/targets":        "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
 		"/v1/targets/secrets": "PUT, DELETE",
+		"/v1/limits":          "PUT",
 	}
 	if a.cfg.Metrics != nil {
 		allowed["/metrics"] = "GET"

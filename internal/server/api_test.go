@@ -529,7 +529,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		}
 	}
 	served := []string{"/healthz", "/v1/jobs", "/v1/jobs/batch", "/v1/jobs/{id}", "/v1/jobs/{id}/cancel", "/v1/jobs/{id}/retry",
-		"/v1/targets", "/v1/targets/secrets", "/v1/stats", "/v1/openapi.yaml", "/metrics"}
+		"/v1/targets", "/v1/targets/secrets", "/v1/limits", "/v1/stats", "/v1/openapi.yaml", "/metrics"}
 	for _, p := range served {
 		if !documented[p] {
 			t.Errorf("route %s is not in openapi.yaml", p)

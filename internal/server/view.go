@@ -110,6 +110,9 @@ type Target struct {
 	// Secrets are the target's own secrets: ids and creation times, never
 	// the secrets.
 	Secrets []SecretInfo `json:"secrets"`
+	// The target's flow control: its rate limit and tokens, its own wait
+	// (hold_until) and its slow start after an outage (ramp).
+	targetFlow
 }
 
 // TargetList is the answer of GET /v1/targets.
@@ -200,6 +203,7 @@ func targetsView(s runlog.Stats, secrets map[string][]SecretInfo, hasDefault boo
 			Target: t.Target, State: t.State, OpenUntil: t.OpenUntil, RecentFailures: t.RecentFailures,
 			ProbesInFlight: t.ProbesInFlight, Pending: t.Pending, Running: t.Running,
 			Signing: signing(t.Target), Secrets: orEmpty(secrets[t.Target]),
+			targetFlow: flowView(t),
 		})
 	}
 	var rest []string
