@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"os"
 	"slices"
 	"testing"
 
@@ -211,4 +212,62 @@ func sortedIDs(cs []store.Claim) []uint64 {
 	out := ids(cs)
 	slices.Sort(out)
 	return out
+}
+
+// EnvLongLimit, set to 1, runs RateLimitWindows at the size: 20 k
+// jobs over 60 s of the suite's clock (else 2 k jobs over 6 s).
+const EnvLongLimit = "RUNLOG_TEST_LIMIT_60S"
+
+// testRateLimitWindows: a limit of 100/s with a burst of 10 over a backlog
+// far larger than it lets through, driven like an engine (a claim every
+// 5 ms of the suite's clock, every attempt succeeding at once) with a
+// reopen half way: in every window of 1 s at most 110 attempts start, and
+// the total is within 5 % of 100 per second.
+func testRateLimitWindows(t *testing.T, open Opener) {
+	jobs, span := 2_000, int64(6_000)
+	if os.Getenv(EnvLongLimit) == "1" {
+		jobs, span = 20_000, 60_000
+	}
+	s, reopen := open(t, Config{Circuit: Circuit})
+	setLimit(t, s, T0, "t", retry.Limit{RateMilli: 100_000, Burst: 10})
+	for i := 0; i < jobs; i += 1000 {
+		enqueueN(t, s, T0, T0, spec("k", "t"), min(1000, jobs-i))
+	}
+	var starts []int64
+	for now := T0; now < T0+span; now += 5 {
+		if now == T0+span/2 {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = reopen(t)
+		}
+		c, err := s.Claim(ctx, now, store.Limits{Max: 64})
+		if err != nil {
+			t.Fatalf("Claim at T0+%d: %v", now-T0, err)
+		}
+		var outs []store.Outcome
+		for _, cl := range c {
+			starts = append(starts, now)
+			outs = append(outs, outcome(cl, retry.Success, ""))
+		}
+		if len(outs) > 0 {
+			finish(t, s, now, outs...)
+		}
+	}
+	j := 0
+	worst := 0
+	for i := range starts {
+		for starts[i]-starts[j] >= 1000 {
+			j++
+		}
+		worst = max(worst, i-j+1)
+	}
+	want := float64(span) / 1000 * 100
+	t.Logf("%d starts over %d ms (want %.0f ± 5 %%); at most %d in a window of 1 s", len(starts), span, want, worst)
+	if worst > 110 {
+		t.Errorf("%d attempts started within 1 s; the limit of 100/s with a burst of 10 allows 110", worst)
+	}
+	if n := float64(len(starts)); n < want*0.95 || n > want*1.05 {
+		t.Errorf("%d attempts started over %d ms; want %.0f ± 5 %%", len(starts), span, want)
+	}
 }

@@ -74,6 +74,7 @@ func Run(t *testing.T, open Opener) {
 		{"RateLimit", testRateLimit},
 		{"RateLimitConfigured", testRateLimitConfigured},
 		{"TargetHold", testTargetHold},
+		{"RateLimitWindows", testRateLimitWindows},
 		{"SlowStart", testSlowStart},
 	}
 	for _, c := range cases {
