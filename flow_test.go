@@ -220,3 +220,46 @@ func TestRateLimitRealClock(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitConfig: invalid configured limits are refused by Open with
+// ErrInvalid, a bad limit by SetLimit too, and Stats shows the limit in
+// force and its tokens for configured and run-time limits.
+func TestLimitConfig(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []runlog.Config{
+		{RateLimit: runlog.Limit{Rate: -1}},
+		{RateLimit: runlog.Limit{Burst: 3}},
+		{Limits: map[string]runlog.Limit{"x": {Rate: 1, Burst: -2}}},
+		{Limits: map[string]runlog.Limit{"x": {Rate: 2e6}}},
+		{MaxRetryAfter: -time.Second},
+	} {
+		if _, err := runlog.Open(t.TempDir(), cfg); !errors.Is(err, runlog.ErrInvalid) {
+			t.Errorf("Open with %+v: %v, want ErrInvalid", cfg, err)
+		}
+	}
+	r := openRunner(t, t.TempDir(), runlog.Config{
+		Handlers: map[string]runlog.Handler{"k": runlog.Handle(noop)},
+		Limits:   map[string]runlog.Limit{"a": {Rate: 2.5, Burst: 4}},
+	})
+	ctx := context.Background()
+	if err := r.SetLimit(ctx, "b", runlog.Limit{Rate: 0.0001}); !errors.Is(err, runlog.ErrInvalid) {
+		t.Errorf("SetLimit of 0.0001/s: %v, want ErrInvalid", err)
+	}
+	if err := r.SetLimit(ctx, "b", runlog.Limit{Rate: 7}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]runlog.TargetStats{}
+	for _, ts := range st.Targets {
+		got[ts.Target] = ts
+	}
+	if a := got["a"]; a.Limit != (runlog.Limit{Rate: 2.5, Burst: 4}) || a.Tokens != 4 {
+		t.Errorf("configured target a: %+v", a)
+	}
+	if b := got["b"]; b.Limit != (runlog.Limit{Rate: 7, Burst: 1}) || b.Tokens != 1 {
+		t.Errorf("run-time target b: %+v", b)
+	}
+}
