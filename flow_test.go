@@ -25,6 +25,8 @@ func TestSlowStartCurve(t *testing.T) {
 	var (
 		healthy  atomic.Bool
 		inflight atomic.Int32
+		started  atomic.Int32 // attempts of healthy handlers begun
+		ended    atomic.Int32 // and returned
 		mu       sync.Mutex
 		gate     = make(chan struct{})
 	)
@@ -38,7 +40,9 @@ func TestSlowStartCurve(t *testing.T) {
 					return errors.New("503")
 				}
 				g := round()
+				started.Add(1)
 				inflight.Add(1)
+				defer ended.Add(1)
 				defer inflight.Add(-1)
 				select {
 				case <-g:
@@ -106,8 +110,11 @@ func TestSlowStartCurve(t *testing.T) {
 		if target().RampWindow == 0 {
 			break
 		}
+		begun := started.Load()
 		release()
-		testwait.For(t, "the round to end", func() bool { return inflight.Load() < int32(n) })
+		// Every attempt of this round has returned (the next round's
+		// may have begun already: the window grows with each success).
+		testwait.For(t, "the round to end", func() bool { return ended.Load() >= begun })
 	}
 	release()
 	t.Logf("attempts in flight per round after the outage: %v", curve)
