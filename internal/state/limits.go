@@ -92,8 +92,10 @@ func (f Flow) settle(now int64) Flow {
 // FlowAfter returns the flow f of a target after op was applied to one of
 // its jobs (or to the target, for OpLimit), under the limit in force lim
 // (LimitOf, before op), circuit c, with the target's breaker before and
-// after op. It is called only for an op that applied (Step's Change, or
-// always for OpLimit). The rules:
+// after op; cfgLimit is the target's configured limit (LimitConfig.For),
+// which decides whether OpLimit's removal is kept as an explicit "none".
+// It is called only for an op that applied (Step's Change, or always for
+// OpLimit). The rules:
 //
 //   - OpLimit sets the run-time limit (a zero Limit when no configured one
 //     is left to override: no entry); a zero limit also empties the bucket

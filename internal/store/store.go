@@ -77,6 +77,10 @@ type Limits struct {
 	PerTarget int // attempts running per target at most; 0 = unlimited
 	// Running reports how many attempts of a target run now (used with PerTarget).
 	Running func(target string) int
+	// Held, when not nil, is told how many due jobs the claim held back
+	// (state.Planner's Held: a target at PerTarget, or in a slow start
+	// whose window is full), once the claim is decided.
+	Held func(n int)
 }
 
 // Filter selects jobs for List.

@@ -378,6 +378,9 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 	}
 	if p.Held() > 0 {
 		s.st.ReleaseHeld()
+		if lim.Held != nil {
+			lim.Held(p.Held())
+		}
 	}
 	return claims, ops
 }

@@ -59,6 +59,9 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	if res.deferred {
 		s.wakeNodes()
 	}
+	if res.held > 0 && lim.Held != nil {
+		lim.Held(res.held)
+	}
 	return res.claims, nil
 }
 
@@ -99,6 +102,7 @@ type claimResult struct {
 	exhausted bool  // every due job not locked by another node was looked at
 	next      int64 // then: the next due time (now while jobs are held)
 	hasNext   bool
+	held      int // due jobs the planner held back (Limits.Held)
 }
 
 // claimTx is one claim inside a transaction: what it has read and decided
@@ -183,6 +187,7 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 		if last {
 			// The last round's writes share their round trip with the
 			// claim's end and the COMMIT: the caller sends them.
+			c.res.held = c.plan.Held()
 			return b, endClaim(b, c.now, c.res, c.brs, c.deferred, len(c.held) > 0)
 		}
 		if err := sendBatch(ctx, c.tx, b); err != nil {
