@@ -17,6 +17,7 @@ import (
 
 	"github.com/runlog/runlog/internal/pgtest"
 	"github.com/runlog/runlog/internal/server"
+	"github.com/runlog/runlog/internal/store/pgstore"
 	"github.com/runlog/runlog/internal/testwait"
 )
 
@@ -212,7 +213,7 @@ func TestMigratePlan(t *testing.T) {
 			t.Fatalf("migrate --plan: exit %d: %s", code, errb.String())
 		}
 		for _, want := range []string{
-			"database at schema version 0; migrate would apply 6 migration(s), to version 6",
+			fmt.Sprintf("database at schema version 0; migrate would apply %d migration(s), to version %[1]d", pgstore.SchemaVersion()),
 			"5 0005_expiry_index.sql\n  runlog schema, version 5: retention that does not scan.",
 			"runs statement by statement outside a transaction",
 			"runs in one transaction",
@@ -229,7 +230,7 @@ func TestMigratePlan(t *testing.T) {
 		t.Fatalf("migrate: exit %d: %s", code, errb.String())
 	}
 	out.Reset()
-	if code := run([]string{"migrate", "--plan", "--postgres", url}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "database at schema version 6: nothing to apply") {
+	if code := run([]string{"migrate", "--plan", "--postgres", url}, &out, &errb); code != exitOK || !strings.Contains(out.String(), fmt.Sprintf("database at schema version %d: nothing to apply", pgstore.SchemaVersion())) {
 		t.Fatalf("migrate --plan after migrate: exit %d: %s%s", code, out.String(), errb.String())
 	}
 }

@@ -48,6 +48,9 @@ func TestPutLimit(t *testing.T) {
 	if lim["rate"] != 100.0 || lim["burst"] != 10.0 || tg["tokens"] != 10.0 || tg["ramp"] != nil {
 		t.Fatalf("GET /v1/targets shows %v; want limit 100/10, 10 tokens, no ramp", tg)
 	}
+	if status, st := b.call(t, "GET", "/v1/stats", ""); status != http.StatusOK || st["limited_targets"] != 1.0 || st["held_targets"] != 0.0 || st["ramping_targets"] != 0.0 {
+		t.Errorf("GET /v1/stats: %d %v; want one limited target", status, st)
+	}
 	resp, err := http.Get(b.srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)

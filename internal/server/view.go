@@ -92,6 +92,12 @@ type Stats struct {
 	// QueueLagSeconds is how long that job has waited past its due time.
 	QueueLagSeconds float64 `json:"queue_lag_seconds"`
 	Targets         int     `json:"targets"`
+	// LimitedTargets, HeldTargets and RampingTargets count the targets
+	// with a rate limit in force, held by their own wait (Retry-After),
+	// and in a slow start after an outage (GET /v1/targets has each).
+	LimitedTargets int `json:"limited_targets"`
+	HeldTargets    int `json:"held_targets"`
+	RampingTargets int `json:"ramping_targets"`
 }
 
 // Target is one item of GET /v1/targets: a target's breaker and its jobs.
@@ -167,12 +173,24 @@ func payloadJSON(p []byte) json.RawMessage {
 }
 
 func statsView(s runlog.Stats, now time.Time) Stats {
-	return Stats{
+	v := Stats{
 		Pending: s.Pending, Running: s.Running, Succeeded: s.Succeeded,
 		Failed: s.Failed, Cancelled: s.Cancelled, PoolSize: s.PoolSize, InFlight: s.InFlight,
 		OldestDue: s.OldestDue, QueueLagSeconds: queueLag(s.OldestDue, now).Seconds(),
 		Targets: len(s.Targets),
 	}
+	for _, t := range s.Targets {
+		if t.Limit != (runlog.Limit{}) {
+			v.LimitedTargets++
+		}
+		if !t.HoldUntil.IsZero() {
+			v.HeldTargets++
+		}
+		if t.RampWindow > 0 {
+			v.RampingTargets++
+		}
+	}
+	return v
 }
 
 // queueLag is how long the oldest due job has waited.
