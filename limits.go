@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/runlog/runlog/internal/state"
@@ -75,12 +76,15 @@ func (c Config) limitConfig() *state.LimitConfig {
 
 // validateLimits reports the first invalid limit of c.
 func (c Config) validateLimits() error {
+	// The field first, then the reason limit gives (after ErrInvalid's
+	// text), as validate words the other fields' errors.
+	reason := func(err error) string { return strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": ") }
 	if _, err := c.RateLimit.limit(); err != nil {
-		return fmt.Errorf("RateLimit: %w", err)
+		return fmt.Errorf("%w: RateLimit: %s", ErrInvalid, reason(err))
 	}
 	for t, l := range c.Limits {
 		if _, err := l.limit(); err != nil {
-			return fmt.Errorf("Limits[%q]: %w", t, err)
+			return fmt.Errorf("%w: Limits[%q]: %s", ErrInvalid, t, reason(err))
 		}
 	}
 	if c.MaxRetryAfter < 0 {

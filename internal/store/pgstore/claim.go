@@ -141,7 +141,13 @@ func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string
 		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, flows: flows, held: []int64{}, res: res,
 		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running),
 	}
-	if len(flows) > 0 || s.opts.Limits != nil {
+	withFlows := len(flows) > 0 || s.opts.Limits != nil
+	for _, br := range brs {
+		// A flow the outcomes before this claim (Finish) locked, and may
+		// have changed (a hold), after the first batch read the flows.
+		withFlows = withFlows || br.flowLocked
+	}
+	if withFlows {
 		c.plan.WithFlows(s.flowOf(brs))
 	}
 	return c

@@ -1,4 +1,4 @@
--- runlog: compatible from 8
+-- runlog: compatible from 7
 -- runlog schema, version 8: each target's flow control (issue 17): its
 -- rate limit set at run time, its token bucket (the theoretical arrival
 -- time, in µs), the slot of the last job the limit deferred, its own wait
@@ -7,7 +7,8 @@
 -- a claim locks the rows of the targets it may start (FOR UPDATE, in
 -- target order, after their breakers) and advances their buckets in its
 -- own transaction, so that every node shares one bucket per target.
--- Nodes of older builds would ignore the limits: they must stop first.
+-- An expand step (a table only): nodes of the build before run on it, but
+-- they neither honour nor advance the flows until they are upgraded.
 CREATE TABLE runlog_flows (
     target      text    PRIMARY KEY,
     limit_set   boolean NOT NULL DEFAULT false,
