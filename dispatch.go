@@ -210,7 +210,8 @@ func (r *Runner) claim(now int64, n int) {
 	if r.async {
 		n = r.gatherSlots(n)
 	}
-	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning})
+	held := 0
+	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning, Held: func(k int) { held = k }})
 	if err != nil {
 		if r.transient(err) {
 			// The slots stay reserved while the claim backs off, so that
@@ -228,12 +229,18 @@ func (r *Runner) claim(now int64, n int) {
 	}
 	r.answered()
 	r.release(n - len(claims))
-	if len(claims) < n && (r.cfg.TargetConcurrency > 0 || r.queuesBounded()) {
+	if len(claims) < n && (r.cfg.TargetConcurrency > 0 || r.queuesBounded() || held > 0) {
 		if next, ok := r.st.NextDue(); ok && next <= now {
-			// The due jobs left are held back by their targets' or
-			// queues' limits.
+			// The due jobs left are held back by their targets' or queues' limits
+			// (TargetConcurrency, or a slow start's window), which an
+			// ending attempt lifts: wait for one rather than claim again
+			// at once. A slow start holds jobs only while attempts run;
+			// with none running here (they run on other nodes) there is
+			// no ending attempt to wait for.
 			r.mu.Lock()
-			r.targetBlocked = true
+			if r.cfg.TargetConcurrency > 0 || r.inflight > 0 {
+				r.targetBlocked = true
+			}
 			r.mu.Unlock()
 		}
 	}
