@@ -210,8 +210,7 @@ func (r *Runner) claim(now int64, n int) {
 	if r.async {
 		n = r.gatherSlots(n)
 	}
-	held := 0
-	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning, Held: func(k int) { held = k }})
+	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning})
 	if err != nil {
 		if r.transient(err) {
 			// The slots stay reserved while the claim backs off, so that
@@ -229,18 +228,12 @@ func (r *Runner) claim(now int64, n int) {
 	}
 	r.answered()
 	r.release(n - len(claims))
-	if len(claims) < n && (r.cfg.TargetConcurrency > 0 || r.queuesBounded() || held > 0) {
+	if len(claims) < n && (r.cfg.TargetConcurrency > 0 || r.queuesBounded()) {
 		if next, ok := r.st.NextDue(); ok && next <= now {
-			// The due jobs left are held back by their targets' or queues' limits
-			// (TargetConcurrency, or a slow start's window), which an
-			// ending attempt lifts: wait for one rather than claim again
-			// at once. A slow start holds jobs only while attempts run;
-			// with none running here (they run on other nodes) there is
-			// no ending attempt to wait for.
+			// The due jobs left are held back by their targets' or
+			// queues' limits.
 			r.mu.Lock()
-			if r.cfg.TargetConcurrency > 0 || r.inflight > 0 {
-				r.targetBlocked = true
-			}
+			r.targetBlocked = true
 			r.mu.Unlock()
 		}
 	}

@@ -108,12 +108,6 @@ func (r *Runner) settle(batch []ended) {
 		return
 	}
 	r.release(held - len(claims))
-	// The outcomes are applied now: a slow start's window has grown (or
-	// its places freed) only now, so jobs held back may start: the next
-	// claim looks again (the clearing at each attempt's end came before).
-	r.mu.Lock()
-	r.targetBlocked = false
-	r.mu.Unlock()
 	// The ends first, so that a retried job's end is reported before its
 	// next attempt (claimed in the same write) starts.
 	r.finished(batch)
