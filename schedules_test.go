@@ -16,7 +16,9 @@ import (
 // naming its schedule and tick; ticks missed while the runner was closed
 // follow the catch-up rule on reopen.
 func TestScheduleTicksOnTheClock(t *testing.T) {
-	t.Parallel()
+	// Not parallel: beside the package's other tests under -race, the
+	// missed tick's job once took over 20 s to appear (open in issue 17's
+	// note); alone the test passes.
 	clock := newFakeClock()
 	dir := t.TempDir()
 	started := make(chan string, 64)
