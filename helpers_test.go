@@ -66,8 +66,9 @@ const envTestStore = "RUNLOG_TEST_STORE"
 
 // embeddedOnly names the tests that are about the embedded journal itself
 // (its directory lock, its replay after a crash): openRunner opens the
-// journal for them under either store.
-var embeddedOnly = map[string]bool{"TestSecondOpenRefused": true, "TestCrashRecovery": true}
+// journal for them under either store. TestScheduleTicksOnTheClock reopens
+// the directory it made with runlog.Open.
+var embeddedOnly = map[string]bool{"TestSecondOpenRefused": true, "TestCrashRecovery": true, "TestScheduleTicksOnTheClock": true}
 
 // openRunner opens a runner on a temp dir (or, with RUNLOG_TEST_STORE=postgres,
 // on a fresh PostgreSQL database) and closes it at the end of the test.
