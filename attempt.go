@@ -112,7 +112,7 @@ func (r *Runner) startAttempt(c store.Claim) {
 		if !report {
 			r.inflight--
 		}
-		r.targetBlocked = false
+		r.unblockLocked()
 		delete(r.running, c.ID)
 		if r.perTarget[c.Target]--; r.perTarget[c.Target] <= 0 {
 			delete(r.perTarget, c.Target)

@@ -210,6 +210,9 @@ func (r *Runner) claim(now int64, n int) {
 	if r.async {
 		n = r.gatherSlots(n)
 	}
+	r.mu.Lock()
+	freed := r.freed
+	r.mu.Unlock()
 	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning})
 	if err != nil {
 		if r.transient(err) {
@@ -231,9 +234,12 @@ func (r *Runner) claim(now int64, n int) {
 	if len(claims) < n && (r.cfg.TargetConcurrency > 0 || r.queuesBounded()) {
 		if next, ok := r.st.NextDue(); ok && next <= now {
 			// The due jobs left are held back by their targets' or
-			// queues' limits.
+			// queues' limits, unless a slot freed while the claim ran
+			// (the store may have seen it taken still).
 			r.mu.Lock()
-			r.targetBlocked = true
+			if r.freed == freed {
+				r.targetBlocked = true
+			}
 			r.mu.Unlock()
 		}
 	}

@@ -178,9 +178,19 @@ func (r *Runner) setQueue(ctx context.Context, name string, conc *int, paused *b
 // node's attempt of a bounded queue ended.
 func (r *Runner) unblock() {
 	r.mu.Lock()
-	r.targetBlocked = false
+	r.unblockLocked()
 	r.mu.Unlock()
 	r.signal()
+}
+
+// unblockLocked clears targetBlocked (an attempt ended, a queue's setting
+// changed, the store woke the runner) and counts the event in r.freed, so
+// that a claim in flight, which may have seen the slot still taken, does
+// not set targetBlocked again when it returns: with nothing left running
+// to clear it, due jobs would wait for good. r.mu must be held.
+func (r *Runner) unblockLocked() {
+	r.targetBlocked = false
+	r.freed++
 }
 
 // applyQueues gives each queue of cfg.QueueConcurrency its concurrency,

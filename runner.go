@@ -60,6 +60,7 @@ type Runner struct {
 	failure       error               // guarded by mu: the store failed; nothing runs anymore
 	inflight      int                 // guarded by mu: slots taken (reserved by claims or running)
 	targetBlocked bool                // guarded by mu: due jobs wait only for per-target slots
+	freed         uint64              // guarded by mu: events that may free a target's or queue's slot (unblockLocked)
 	bounded       bool                // guarded by mu: a queue had a concurrency at boundedAt - 1s (queuesBounded)
 	boundedAt     time.Time           // guarded by mu
 	claiming      int                 // guarded by mu: claims in flight (counted when async)

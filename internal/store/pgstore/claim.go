@@ -30,7 +30,7 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	gen := s.dueGen()
+	gen := s.claimBegins()
 	var (
 		res         claimResult
 		seenNonZero map[string]retry.Breaker
@@ -63,17 +63,26 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	return res.claims, nil
 }
 
-// dueGen returns the generation of the cached next due time.
-func (s *Store) dueGen() uint64 {
+// claimBegins marks the start of a claim (a Claim, or a Finish that
+// claims) and returns the generation it compares at its end (claimed).
+// The start is itself a change of generation: of two claims of this node
+// that overlap, each sees the other's start or end, and neither caches
+// its next due time. A claim skips the due rows the other holds locked
+// (SKIP LOCKED), which the other may leave pending (held back by a queue
+// or a target, or past its limit): had the claim that skipped them
+// cached "nothing due", the dispatcher would not look again until the
+// next poll, and with the poll off, never.
+func (s *Store) claimBegins() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.due.gen++
 	return s.due.gen
 }
 
 // claimed records the attempts of a committed claim as in flight (for the
 // heartbeat) and updates the cached next due time: when the claim looked at
-// every due job (and no invalidation came since gen), it knows the next due
-// time without asking the database again.
+// every due job (and no other claim, invalidation or enqueue came since
+// gen), it knows the next due time without asking the database again.
 func (s *Store) claimed(gen uint64, res claimResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -38,7 +38,10 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		}
 	}
 	s.mu.Unlock()
-	gen := s.dueGen()
+	var gen uint64
+	if lim.Max > 0 {
+		gen = s.claimBegins()
+	}
 	var (
 		fenced      []store.Outcome
 		requeued    bool

@@ -47,8 +47,14 @@ func (q claimQueues) started(name string) {
 // queueQueues queues, in b, what a claim reads of the queues first: the
 // shared queueLock, then the settings of the paused and bounded queues
 // into *into (read after the lock: no change of them commits while the
-// claim holds it). Two cheap statements in the claim's first round trip;
-// the bounded queues' running attempts are counted only when there are
+// claim holds it), then the rows of the bounded queues, locked: the claims
+// of every node that may start a bounded queue's job take turns, each
+// selecting its due rows only once the one before has committed. Were the
+// due rows selected first, a claim would skip (SKIP LOCKED) the rows of
+// higher priority that another claim holds only to leave them pending
+// (their queue at its concurrency), and start one of lower priority
+// instead. Three cheap statements in the claim's first round trip; the
+// bounded queues' running attempts are counted only when there are
 // bounded queues (countBounded).
 func queueQueues(b *pgx.Batch, into *claimQueues) {
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", queueLock)
@@ -67,12 +73,12 @@ func queueQueues(b *pgx.Batch, into *claimQueues) {
 		*into = qs
 		return rows.Err()
 	})
+	b.Queue(`SELECT name FROM runlog_queues WHERE concurrency > 0 ORDER BY name COLLATE "C" FOR NO KEY UPDATE`)
 }
 
-// countBounded locks the rows of the bounded queues (so that the claims
-// of two nodes take turns and count each other's starts) and then counts
-// their running attempts, across the nodes, into q: one round trip, only
-// when a queue has a concurrency.
+// countBounded counts the running attempts of the bounded queues (whose
+// rows the claim has locked, queueQueues), across the nodes, into q: one
+// round trip, only when a queue has a concurrency.
 func countBounded(ctx context.Context, tx querier, q claimQueues) error {
 	var names []string
 	for name, qi := range q {
@@ -84,7 +90,6 @@ func countBounded(ctx context.Context, tx querier, q claimQueues) error {
 		return nil
 	}
 	var b pgx.Batch
-	b.Queue("SELECT name FROM runlog_queues WHERE name = ANY($1) ORDER BY name FOR NO KEY UPDATE", names)
 	b.Queue("SELECT queue, count(*) FROM runlog_jobs WHERE state = "+runningCode+" AND queue = ANY($1) GROUP BY queue", names).Query(func(rows pgx.Rows) error {
 		defer rows.Close()
 		for rows.Next() {
