@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/internal/vfs"
 )
 
@@ -155,4 +156,76 @@ func usedBytes(t *testing.T, m *vfs.Mem) int64 {
 		n += fi.Size()
 	}
 	return n
+}
+
+// TestFullDiskScheduleTicks: a schedule whose ticks come while the disk is
+// full makes no job for them and loses nothing acknowledged; the runner
+// reports the failure (Err, ENOSPC). Once space is freed and the runner
+// opened again, the missed ticks follow the catch-up rule ("all": one job
+// each) and no tick has two jobs.
+func TestFullDiskScheduleTicks(t *testing.T) {
+	t.Parallel()
+	m := vfs.NewMem()
+	m.SetCapacity(fullDiskSeg + fullDiskSeg/2)
+	clock := newFakeClock()
+	cfg := runlog.Config{
+		Logger: quietLogger(), SegmentSize: fullDiskSeg, Clock: clock,
+		Handlers: map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, string) error { return nil })},
+	}
+	open := func() *runlog.Runner {
+		t.Helper()
+		r, err := runlog.OpenFS("/data", cfg, m)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return r
+	}
+	r := open()
+	ctx := context.Background()
+	created := clock.Now()
+	if _, err := r.CreateSchedule(ctx, runlog.ScheduleRequest{Name: "every", Every: time.Second, CatchUp: "all",
+		Job: runlog.JobRequest{Kind: "noop", Payload: []byte(`"tick"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the disk with jobs that stay pending.
+	var acked []uint64
+	body := strings.Repeat("x", 1000)
+	for {
+		id, err := r.Enqueue(ctx, "noop", body, runlog.RunAt(created.Add(24*time.Hour)))
+		if err != nil {
+			break
+		}
+		acked = append(acked, id)
+		if len(acked) > 10000 {
+			t.Fatal("the disk never filled")
+		}
+	}
+	if err := r.Err(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Err() after the journal failed = %v; want ENOSPC", err)
+	}
+	// Three ticks pass on the full disk: none may make a job.
+	clock.Advance(3500 * time.Millisecond)
+	_ = r.Close(ctx)
+
+	m.SetCapacity(0) // the operator frees space
+	r = open()
+	defer r.Close(ctx)
+	for _, id := range acked {
+		if _, err := r.Job(ctx, id); err != nil {
+			t.Fatalf("acknowledged job %d lost: %v", id, err)
+		}
+	}
+	var page runlog.Page
+	testwait.For(t, "the missed ticks' jobs", func() bool {
+		var err error
+		page, err = r.List(ctx, runlog.ListFilter{Schedule: "every", Oldest: true})
+		return err == nil && len(page.Jobs) >= 3
+	})
+	var ticks []string
+	for _, j := range page.Jobs {
+		ticks = append(ticks, j.Tick.Sub(created).String())
+	}
+	if got := strings.Join(ticks, " "); got != "1s 2s 3s" {
+		t.Fatalf("ticks with a job: %s; want each missed tick once: 1s 2s 3s", got)
+	}
 }
