@@ -16,9 +16,7 @@ import (
 // naming its schedule and tick; ticks missed while the runner was closed
 // follow the catch-up rule on reopen.
 func TestScheduleTicksOnTheClock(t *testing.T) {
-	// Not parallel: beside the package's other tests under -race, the
-	// missed tick's job once took over 20 s to appear (open in issue 17's
-	// note); alone the test passes.
+	t.Parallel()
 	clock := newFakeClock()
 	dir := t.TempDir()
 	started := make(chan string, 64)
