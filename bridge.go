@@ -19,7 +19,8 @@ func init() {
 		}
 		clock := cfg.Clock
 		st, err := open(bridge.StoreOptions{
-			Circuit:   cfg.Breaker.circuit(),
+			Circuit:      cfg.Breaker.circuit(),
+			DisableAfter: cfg.disableAfterMS(),
 			Retention: cfg.Retention.rules(),
 			Now:       func() int64 { return clock.Now().UnixMilli() },
 			Logger:    cfg.Logger,

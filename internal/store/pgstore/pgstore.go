@@ -95,6 +95,10 @@ type Options struct {
 	// Circuit configures every target's breaker. It must be the same on
 	// every node. Defaults to retry.DefaultCircuit().
 	Circuit retry.Circuit
+	// DisableAfterMS disables a target failing this long with no success
+	// (state.DisableRule); 0 never does. It should be the same on every
+	// node.
+	DisableAfterMS int64
 	// Now is the clock (ms since the Unix epoch) that stamps rescues; the
 	// engine's own calls pass their now. Defaults to the system clock.
 	Now func() int64
