@@ -21,9 +21,9 @@ func init() {
 		st, err := open(bridge.StoreOptions{
 			Circuit:      cfg.Breaker.circuit(),
 			DisableAfter: cfg.disableAfterMS(),
-			Retention: cfg.Retention.rules(),
-			Now:       func() int64 { return clock.Now().UnixMilli() },
-			Logger:    cfg.Logger,
+			Retention:    cfg.Retention.rules(),
+			Now:          func() int64 { return clock.Now().UnixMilli() },
+			Logger:       cfg.Logger,
 		})
 		if err != nil {
 			return nil, err
