@@ -98,11 +98,11 @@ func (r *Runner) Targets(ctx context.Context) ([]TargetStats, error) {
 // targetDisabled is the store's Notify.TargetDisabled: it logs the disable
 // and tells the observer.
 func (r *Runner) targetDisabled(target, reason string) {
-	r.log.Warn("runlog: target disabled: its jobs are kept and not attempted until it is enabled by hand (runlog target enable, POST /v1/targets/enable)",
-		"target", target, "reason", reason)
 	if o, ok := r.cfg.Observer.(TargetObserver); ok {
 		o.TargetChanged(TargetEvent{Target: target, Disabled: true, Reason: reason, Gone: isGoneReason(reason)})
 	}
+	r.log.Warn("runlog: target disabled: its jobs are kept and not attempted until it is enabled by hand (runlog target enable, POST /v1/targets/enable)",
+		"target", target, "reason", reason)
 }
 
 // isGoneReason reports whether a disable's reason is a gone answer's
