@@ -77,9 +77,9 @@ func TestTargetLifecycleAPI(t *testing.T) {
 	}
 
 	for body, want := range map[string]int{
-		`{"target":""}`:                     400,
-		`{"target":"x","extra":1}`:          400,
-		`not json`:                          400,
+		`{"target":""}`:                      400,
+		`{"target":"x","extra":1}`:           400,
+		`not json`:                           400,
 		`{"target":"http://nobody.invalid"}`: 404,
 		`{"target":"` + b.target.URL + `"}`:  404,
 	} {
