@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
 	"github.com/runlog/runlog/retry"
 )
@@ -107,10 +109,7 @@ func (r *Runner) targetDisabled(target, reason string) {
 
 // isGoneReason reports whether a disable's reason is a gone answer's
 // (state.DisableRule writes it so).
-func isGoneReason(reason string) bool {
-	const p = "the target answered gone"
-	return len(reason) >= len(p) && reason[:len(p)] == p
-}
+func isGoneReason(reason string) bool { return strings.HasPrefix(reason, state.GoneReason) }
 
 // disableAfterMS converts Config.DisableAfter for the stores: 0 (never)
 // for a negative one.

@@ -61,6 +61,10 @@ type TargetChange struct {
 	Reason string
 }
 
+// GoneReason starts the reason of a disable by a gone answer
+// (DisableRule).
+const GoneReason = "the target answered gone"
+
 // MaxTargetReason bounds the reason an OpTarget carries, in bytes.
 const MaxTargetReason = 1024
 
@@ -95,7 +99,7 @@ func DisableRule(l TargetLife, target string, op *Op, gone bool, afterMS int64) 
 	var reason string
 	switch {
 	case gone:
-		reason = withError("the target answered gone", op.Error)
+		reason = withError(GoneReason, op.Error)
 	case afterMS > 0 && l.Failing && op.At-l.FailingSince >= afterMS:
 		reason = fmt.Sprintf("failing for %v since %s with no success",
 			time.Duration(op.At-l.FailingSince)*time.Millisecond,
