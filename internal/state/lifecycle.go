@@ -359,6 +359,8 @@ func (s *State) readLifeSection(d *decoder) {
 			d.failAt("target %q after %q: not in ascending order", t, prev)
 		case l.IsZero():
 			d.failAt("target %q with the zero lifecycle written", t)
+		case (!l.Failing && l.FailingSince != 0) || (!l.Disabled && (l.DisabledAt != 0 || l.Reason != "")):
+			d.failAt("target %q: a time or reason without its flag (flags %#x)", t, f)
 		case len(l.Reason) > MaxTargetReason:
 			d.failAt("target %q: reason of %d bytes", t, len(l.Reason))
 		}

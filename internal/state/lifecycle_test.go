@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"os"
@@ -181,6 +182,7 @@ func TestLifeSnapshot(t *testing.T) {
 		{"zero", []byte{1, 1, 'a', 0, 0, 0, 0}, "zero lifecycle"},
 		{"unordered", []byte{2, 1, 'b', 1, 2, 0, 0, 1, 'a', 1, 2, 0, 0}, "ascending"},
 		{"empty target", []byte{1, 0, 1, 2, 0, 0}, "ascending"},
+		{"time without its flag", []byte{1, 1, 'a', 2, 2, 0, 0}, "without its flag"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := FromSnapshot(s.cfg, withSection(tt.sec...))
@@ -216,4 +218,23 @@ func TestTargetOpDecode(t *testing.T) {
 	if _, err := Decode(b); err == nil || !strings.Contains(err.Error(), "disable flag 2") {
 		t.Fatalf("Decode of disable flag 2 = %v", err)
 	}
+}
+
+// FuzzLifeSection feeds snapshots with target lifecycles to FromSnapshot:
+// an accepted one keeps the invariants (a disabled target's jobs parked)
+// and encodes back to its bytes.
+func FuzzLifeSection(f *testing.F) {
+	f.Add(lifeState().AppendSnapshot(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := FromSnapshot(Config{Circuit: retry.DefaultCircuit()}, b)
+		if err != nil {
+			return
+		}
+		if err := s.Check(); err != nil {
+			t.Fatal(err)
+		}
+		if again := s.AppendSnapshot(nil); b[0] >= 2 && !bytes.Equal(again, b) {
+			t.Fatal("an accepted snapshot does not re-encode to its bytes")
+		}
+	})
 }

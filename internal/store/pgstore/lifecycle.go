@@ -157,11 +157,11 @@ func (s *Store) notifyDisabled(ops []state.Op) {
 	s.mu.Lock()
 	fn := s.notify.TargetDisabled
 	s.mu.Unlock()
+	if fn == nil {
+		return
+	}
 	for _, op := range ops {
-		s.log.Warn("pgstore: target disabled", "target", op.Life.Target, "reason", op.Life.Reason, "node", s.opts.Node)
-		if fn != nil {
-			fn(op.Life.Target, op.Life.Reason)
-		}
+		fn(op.Life.Target, op.Life.Reason) // the engine logs it
 	}
 }
 
