@@ -96,9 +96,10 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			return last, queueBreakerWrites(last, brs)
 		}
 		pre := &due
-		if slowRecorded {
+		if slowRecorded || len(disabled) > 0 {
 			// An outcome recorded after the due rows were read may have
-			// made its job due: read them again.
+			// made its job due, or disabled its target (whose due jobs
+			// are then held): read them again.
 			pre = nil
 		}
 		return s.newClaim(tx, now, lim, brs, nonZero, queues, &res).run(ctx, pre)

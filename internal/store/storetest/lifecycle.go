@@ -80,7 +80,15 @@ func testTargetGone(t *testing.T, open Opener) {
 	}
 	o := outcome(cs[0], retry.Permanent, "target answered HTTP 410 Gone")
 	o.Gone = true
-	finish(t, s, T0+10, o)
+	// The claim in the outcome's own write already holds the target's
+	// due job c.
+	more, err := s.Finish(ctx, T0+10, fixedRandom, []store.Outcome{o}, store.Limits{Max: 10})
+	if err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	if len(more) != 0 {
+		t.Fatalf("the write that disabled the target claimed %v", ids(more))
+	}
 	if j := wantState(t, s, a, state.Failed); !strings.Contains(j.Reason, "410") {
 		t.Fatalf("job %d failed with %q", a, j.Reason)
 	}
@@ -109,7 +117,7 @@ func testTargetGone(t *testing.T, open Opener) {
 		t.Fatalf("the disable did not survive a reopen: %+v", ti.Life)
 	}
 	wantHeld(t, s, T0+2000, b, c, d)
-	ti, err := s.EnableTarget(ctx, T0+2000, gone)
+	ti, err = s.EnableTarget(ctx, T0+2000, gone)
 	if err != nil {
 		t.Fatalf("EnableTarget: %v", err)
 	}
