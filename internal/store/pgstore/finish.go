@@ -48,6 +48,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		res         claimResult
 		seenNonZero map[string]retry.Breaker
 		disabled    []state.Op // the targets the outcomes disabled (lifecycle.go)
+		fastLives   map[string]state.TargetLife
 	)
 	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
 		brs := make(map[string]*breakerRow)
@@ -85,7 +86,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		}
 		var slowRecorded bool
 		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero)
-		seenNonZero, disabled = nonZero, fast.disabled
+		seenNonZero, disabled, fastLives = nonZero, fast.disabled, fast.lives
 		if err != nil {
 			return nil, err
 		}
@@ -120,6 +121,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		return nil, fmt.Errorf("pgstore: finish: %w", err)
 	}
 	s.noteTrouble(seenNonZero)
+	s.noteDisabled(fastLives, disabled)
 	s.notifyDisabled(disabled)
 	switch {
 	case lim.Max > 0:

@@ -202,6 +202,9 @@ func (s *Store) EnableTarget(ctx context.Context, now int64, target string) (sto
 	if err != nil {
 		return store.TargetInfo{}, fmt.Errorf("pgstore: enable target %q: %w", target, err)
 	}
+	s.mu.Lock()
+	delete(s.disabled, target)
+	s.mu.Unlock()
 	s.invalidate()
 	s.wake()
 	s.wakeNodes()
@@ -227,4 +230,47 @@ func (s *Store) addLives(ctx context.Context, byTarget map[string]*store.TargetI
 		ti.Life = l
 	}
 	return nil
+}
+
+// noteDisabled records the targets disabled as an outcome batch saw them:
+// those its first round trip read (lives, nil when it read none) and
+// those it disabled.
+func (s *Store) noteDisabled(lives map[string]state.TargetLife, disabled []state.Op) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lives != nil {
+		clear(s.disabled)
+		for t, l := range lives {
+			if l.Disabled {
+				s.setDisabledLocked(t)
+			}
+		}
+	}
+	for _, op := range disabled {
+		s.setDisabledLocked(op.Life.Target)
+	}
+}
+
+func (s *Store) setDisabledLocked(target string) {
+	if s.disabled == nil {
+		s.disabled = make(map[string]bool)
+	}
+	s.disabled[target] = true
+}
+
+// dueAddedTo is dueAdded for a job of target. For a target this node saw
+// disabled it drops the cached next due time instead (the next NextDue
+// asks the database, which leaves held jobs out): a job held there must
+// not make the dispatcher claim in vain, and a set gone stale (enabled on
+// another node meanwhile) must not hide a due job. Another node's
+// disable, not seen here yet, costs one claim that finds nothing.
+func (s *Store) dueAddedTo(target string, due int64) {
+	s.mu.Lock()
+	held := s.disabled[target]
+	s.mu.Unlock()
+	if held {
+		s.invalidate()
+		return
+	}
+	s.dueAdded(due)
 }

@@ -242,6 +242,10 @@ type Store struct {
 	// trouble: the targets whose breaker was not the zero one at the last
 	// read (guarded by mu); an outcome batch locks them up front.
 	trouble map[string]bool
+	// disabled holds the targets this node last saw disabled (guarded by
+	// mu; lifecycle.go): their jobs' due times do not move the cached
+	// next due time.
+	disabled map[string]bool
 }
 
 // flight is an attempt this node claimed and has not finished: what its

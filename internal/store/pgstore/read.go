@@ -187,7 +187,10 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		return st, err
 	}
 	var due *int64
-	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode).Scan(&due); err != nil {
+	// The held jobs of disabled targets are left out, as the embedded
+	// store's OldestDue leaves them out: their age would be the queue's
+	// lag for as long as the target stays disabled.
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND NOT (target = ANY("+disabledTargets+"))").Scan(&due); err != nil {
 		return st, fmt.Errorf("pgstore: stats: %w", err)
 	}
 	if due != nil {
