@@ -19,10 +19,11 @@ func init() {
 		}
 		clock := cfg.Clock
 		st, err := open(bridge.StoreOptions{
-			Circuit:   cfg.Breaker.circuit(),
-			Retention: cfg.Retention.rules(),
-			Now:       func() int64 { return clock.Now().UnixMilli() },
-			Logger:    cfg.Logger,
+			Circuit:      cfg.Breaker.circuit(),
+			DisableAfter: cfg.disableAfterMS(),
+			Retention:    cfg.Retention.rules(),
+			Now:          func() int64 { return clock.Now().UnixMilli() },
+			Logger:       cfg.Logger,
 		})
 		if err != nil {
 			return nil, err

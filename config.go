@@ -34,6 +34,12 @@ type Config struct {
 	// Breaker configures the circuit breaker kept per target.
 	// Defaults to threshold 5 failures within 1m, cooldown 30s, 1 probe.
 	Breaker BreakerConfig
+	// DisableAfter disables a target that has failed this long with no
+	// success in between (failures that count against its breaker); its
+	// jobs are then kept pending and not attempted until
+	// Runner.EnableTarget. Defaults to DefaultDisableAfter (5 days); < 0
+	// never disables for failing time (a Gone answer still disables).
+	DisableAfter time.Duration
 	// Timeout is the attempt timeout of jobs and kinds that give none.
 	// Defaults to 1m.
 	Timeout time.Duration
@@ -223,6 +229,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = time.Minute
+	}
+	if c.DisableAfter == 0 {
+		c.DisableAfter = DefaultDisableAfter
 	}
 	if c.MaxPayload == 0 {
 		c.MaxPayload = 1 << 20

@@ -37,6 +37,8 @@ func mapErr(err error) error {
 		return ErrNotFailed
 	case errors.Is(err, store.ErrClosed):
 		return ErrClosed
+	case errors.Is(err, store.ErrNotDisabled):
+		return ErrTargetNotDisabled
 	}
 	return err
 }

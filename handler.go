@@ -90,6 +90,7 @@ type outcomeError struct {
 	class retry.Class
 	after time.Duration // Retry-After; < 0 for none
 	err   error
+	gone  bool // Gone: the target no longer exists (endpoint.go)
 }
 
 func (e *outcomeError) Error() string {

@@ -219,6 +219,14 @@ type TargetStats struct {
 	ProbesInFlight int
 	// Pending and Running count the target's jobs.
 	Pending, Running int
+	// Disabled is set while the target is disabled (Runner.EnableTarget),
+	// since DisabledAt, for DisabledReason.
+	Disabled       bool
+	DisabledReason string
+	DisabledAt     time.Time
+	// FailingSince is when the target's current run of failures began
+	// (zero while it is not failing): Config.DisableAfter counts from it.
+	FailingSince time.Time
 }
 
 // Stats returns the counts by state, the pool and every target's breaker.
@@ -257,6 +265,12 @@ func (r *Runner) Stats(ctx context.Context) (Stats, error) {
 func targetStats(t store.TargetInfo, c retry.Circuit, now int64) TargetStats {
 	b := t.Breaker.At(c, now)
 	ts := TargetStats{Target: t.Target, State: b.State.String(), Pending: t.Pending, Running: t.Running}
+	if l := t.Life; l.Disabled {
+		ts.Disabled, ts.DisabledReason, ts.DisabledAt = true, l.Reason, msTime(l.DisabledAt)
+	}
+	if l := t.Life; l.Failing {
+		ts.FailingSince = msTime(l.FailingSince)
+	}
 	switch b.State {
 	case retry.Open:
 		ts.OpenUntil = msTime(b.Until)

@@ -142,7 +142,7 @@ func openFS(dir string, cfg Config, fsys vfs.FS) (*Runner, error) {
 	cfg.Logger.Info("runlog: opening the journal: loading the newest snapshot and replaying the records after it", "dir", dir)
 	st, err := embedded.Open(dir, embedded.Options{
 		Journal:       jopts,
-		State:         state.Config{Circuit: cfg.Breaker.circuit()},
+		State:         state.Config{Circuit: cfg.Breaker.circuit(), DisableAfterMS: cfg.disableAfterMS()},
 		Now:           cfg.Clock.Now().UnixMilli(),
 		SnapshotBytes: cfg.SnapshotBytes,
 		KeepSnapshots: cfg.KeepSnapshots,
@@ -191,7 +191,7 @@ func start(st store.Store, cfg Config) *Runner {
 	}
 	r.base, r.cancelBase = context.WithCancelCause(context.Background())
 	r.schedWake, r.schedDone = make(chan struct{}, 1), make(chan struct{})
-	st.SetNotify(store.Notify{Wake: r.unblock, CancelAttempt: r.cancelAttempt, Schedules: r.signalSchedules})
+	st.SetNotify(store.Notify{Wake: r.unblock, CancelAttempt: r.cancelAttempt, Schedules: r.signalSchedules, TargetDisabled: r.targetDisabled})
 	// One finisher for the journal: one batch per sync, it carries every
 	// outcome that ended during the last one. A store whose outcome batches
 	// are independent transactions says how many may run side by side.

@@ -69,17 +69,18 @@ func Open(ctx context.Context, url string, cfg runlog.Config) (*runlog.Runner, e
 func OpenWith(ctx context.Context, url string, cfg runlog.Config, opts Options) (*runlog.Runner, error) {
 	r, err := bridge.Start(cfg, func(o bridge.StoreOptions) (store.Store, error) {
 		st, err := pgstore.Open(ctx, url, pgstore.Options{
-			Circuit:     o.Circuit,
-			Now:         o.Now,
-			Migrate:     !opts.NoMigrate,
-			Node:        opts.Node,
-			Lease:       opts.Lease,
-			Heartbeat:   opts.Heartbeat,
-			RescueEvery: opts.RescueEvery,
-			PollEvery:   opts.PollEvery,
-			Retention:   o.Retention,
-			MaxConns:    opts.MaxConns,
-			Logger:      o.Logger,
+			Circuit:        o.Circuit,
+			DisableAfterMS: o.DisableAfter,
+			Now:            o.Now,
+			Migrate:        !opts.NoMigrate,
+			Node:           opts.Node,
+			Lease:          opts.Lease,
+			Heartbeat:      opts.Heartbeat,
+			RescueEvery:    opts.RescueEvery,
+			PollEvery:      opts.PollEvery,
+			Retention:      o.Retention,
+			MaxConns:       opts.MaxConns,
+			Logger:         o.Logger,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("runlog: open postgres: %w", err)

@@ -362,9 +362,9 @@ func runTargets(argv []string, stdout, stderr io.Writer) int {
 			return printJSON(c.stdout, list)
 		}
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TARGET\tBREAKER\tOPEN UNTIL\tRECENT FAILURES\tPROBES\tPENDING\tRUNNING")
+		fmt.Fprintln(tw, "TARGET\tBREAKER\tOPEN UNTIL\tRECENT FAILURES\tPROBES\tPENDING\tRUNNING\tLIFECYCLE")
 		for _, t := range list.Targets {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", t.Target, t.State, formatTime(t.OpenUntil), t.RecentFailures, t.ProbesInFlight, t.Pending, t.Running)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", t.Target, t.State, formatTime(t.OpenUntil), t.RecentFailures, t.ProbesInFlight, t.Pending, t.Running, server.FormatLife(t))
 		}
 		return tw.Flush()
 	})

@@ -186,6 +186,12 @@ func formatRecord(rec []byte) string {
 			fmt.Fprintf(&b, " tick=%s", msTime(c.Tick))
 		}
 	}
+	if c := op.Life; c != nil {
+		fmt.Fprintf(&b, " target=%s disable=%t", strconv.Quote(c.Target), c.Disable)
+		if c.Reason != "" {
+			fmt.Fprintf(&b, " reason=%s", strconv.Quote(c.Reason))
+		}
+	}
 	if op.Class != 0 {
 		fmt.Fprintf(&b, " class=%s breaker_failed=%t", op.Class, op.BreakerFailed)
 	}

@@ -64,6 +64,7 @@ func init() {
 		"loadtest": {summary: "measure enqueue and delivery throughput against a server", run: runLoadtest, hidden: true},
 	}
 	commands["schedules"] = command{summary: "list the schedules (periodic jobs) with their next ticks", run: runSchedules}
+	commands["target"] = command{summary: "enable a disabled target: target enable TARGET (its held jobs are delivered again)", run: runTarget}
 	commands["schedule"] = command{summary: "schedule create NAME --cron EXPR|--every D --job JSON | show|pause|resume|delete NAME", run: runSchedule}
 }
 

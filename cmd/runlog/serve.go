@@ -32,6 +32,7 @@ type serveFlags struct {
 	retryBase, retryCap, retryDeadline time.Duration
 	breakerThreshold, breakerProbes    int
 	breakerWindow, breakerCooldown     time.Duration
+	disableAfter                       time.Duration
 	exec, allowHosts, hostnames        listFlag
 	maxBody                            byteSize
 	shutdownTimeout                    time.Duration
@@ -83,6 +84,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.breakerWindow, "breaker-window", time.Minute, "window in which breaker failures count")
 	fs.DurationVar(&f.breakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open breaker stays open")
 	fs.IntVar(&f.breakerProbes, "breaker-probes", 1, "attempts a half-open breaker lets through")
+	fs.DurationVar(&f.disableAfter, "disable-after", runlog.DefaultDisableAfter, "disable a target that has failed this long with no success: its jobs are kept, not attempted, until `runlog target enable` (0: never; a 410 Gone disables at once either way)")
 	fs.Var(&f.exec, "exec", "register a command for exec jobs as `NAME=PATH` (repeatable)")
 	fs.Var(&f.allowHosts, "allow-host", "allow http jobs to target this `host` (or host:port, *.domain); repeatable; none = any host")
 	fs.BoolVar(&f.allowPrivateTargets, "allow-private-targets", false, "let http jobs reach loopback, private and unique-local addresses although the server listens beyond loopback (the SSRF guard refuses them by default there; link-local and cloud metadata stay refused)")
@@ -194,6 +196,9 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	if f.concurrency < 1 {
 		return server.Config{}, fmt.Errorf("--concurrency %d: must be 1 or more", f.concurrency)
 	}
+	if f.disableAfter < 0 {
+		return server.Config{}, fmt.Errorf("--disable-after %v: must be 0 (never) or more", f.disableAfter)
+	}
 	if f.metricsTargets < 1 {
 		return server.Config{}, fmt.Errorf("--metrics-targets %d: must be 1 or more", f.metricsTargets)
 	}
@@ -233,6 +238,7 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 			Timeout:           f.timeout,
 			Retry:             retry,
 			Breaker:           runlog.BreakerConfig{Threshold: f.breakerThreshold, Window: f.breakerWindow, Cooldown: f.breakerCooldown, Probes: f.breakerProbes},
+			DisableAfter:      disableAfter(f.disableAfter),
 		},
 		Commands:            cmds,
 		AllowHosts:          f.allowHosts,

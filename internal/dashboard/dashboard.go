@@ -129,6 +129,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /jobs/{id}", h.job)
 	m.HandleFunc("GET /failed", h.failed)
 	m.HandleFunc("GET /targets", h.targets)
+	m.HandleFunc("POST /targets/enable", h.enableTarget)
 	m.HandleFunc("GET /schedules", h.schedules)
 	m.HandleFunc("POST /schedules/{name}/pause", h.pauseSchedule)
 	m.HandleFunc("POST /schedules/{name}/resume", h.resumeSchedule)

@@ -53,7 +53,12 @@ func triageServer(t *testing.T) (base string, gone []uint64) {
 		postJob(t, base, target.URL+fmt.Sprintf("/bad/%d", 1000+i), time.Time{})
 	}
 	for i := range 2 {
-		gone = append(gone, postJob(t, base, target.URL+fmt.Sprintf("/gone/%d", i), time.Time{}))
+		// A 410 disables its target (the endpoint lifecycle): each gone
+		// job has a receiver of its own, so that no job waits behind
+		// another's disable.
+		g := httptest.NewServer(target.Config.Handler)
+		t.Cleanup(g.Close)
+		gone = append(gone, postJob(t, base, g.URL+fmt.Sprintf("/gone/%d", i), time.Time{}))
 	}
 	for i := range 3 {
 		postJob(t, base, target.URL+fmt.Sprintf("/ok/%d", i), time.Time{})
@@ -161,7 +166,11 @@ func TestBrowserTriage(t *testing.T) {
 		t.Errorf("reason groups %q, want 4 of HTTP 400 then 2 of HTTP 410", groups)
 	}
 	tb.shot("failed-triage")
-	// Retry the whole 410 group from its button (confirming the dialog).
+	// Retry the whole 410 group from its button (confirming the dialog),
+	// once their targets, disabled by the 410s, are enabled again.
+	for _, id := range gone {
+		enableTargetOf(t, base, id)
+	}
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.confirm = () => true, true)`)); err != nil {
 		t.Fatal(err)
 	}
@@ -267,5 +276,21 @@ func TestBrowserPhoneAndDark(t *testing.T) {
 		case "/":
 			tb.shot("dark-overview")
 		}
+	}
+}
+
+// enableTargetOf enables the target of job id (disabled by its 410)
+// through the API.
+func enableTargetOf(t *testing.T, base string, id uint64) {
+	t.Helper()
+	var j struct{ Target string }
+	getJSON(t, fmt.Sprintf("%s/v1/jobs/%d", base, id), &j)
+	res, err := http.Post(base+"/v1/targets/enable", "application/json", strings.NewReader(`{"target":"`+j.Target+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("enable the target %s of job %d: %d", j.Target, id, res.StatusCode)
 	}
 }

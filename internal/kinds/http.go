@@ -604,6 +604,11 @@ func statusOutcome(status int, retryAfter string, now time.Time) error {
 		}
 		return err
 	default:
+		if status == http.StatusGone {
+			// The receiver says the endpoint no longer exists: the job
+			// fails and the target is disabled until enabled by hand.
+			return runlog.Gone(fmt.Errorf("target answered HTTP 410 Gone: not retried, and the target is disabled until it is enabled by hand (runlog target enable, POST /v1/targets/enable)"))
+		}
 		return runlog.Permanent(fmt.Errorf("target answered HTTP %d %s: not retried (the target refuses this request as it is, so the same request would be refused again)", status, http.StatusText(status)))
 	}
 }

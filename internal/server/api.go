@@ -107,6 +107,7 @@ func (a *API) routes() {
 	m.HandleFunc("GET /v1/targets", a.targets)
 	m.HandleFunc("PUT /v1/targets/secrets", a.putSecret)
 	m.HandleFunc("DELETE /v1/targets/secrets", a.deleteSecret)
+	m.HandleFunc("POST /v1/targets/enable", a.enableTarget)
 	m.HandleFunc("GET /v1/stats", a.stats)
 	m.HandleFunc("GET /v1/backup", a.backup)
 	m.HandleFunc("GET /v1/queues", a.queues)
@@ -133,6 +134,7 @@ func (a *API) routes() {
 		"GET /v1/jobs/batch": "POST",
 		"/v1/targets":        "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
 		"/v1/targets/secrets": "PUT, DELETE",
+		"/v1/targets/enable":  "POST",
 		"/v1/backup":          "GET",
 		"/v1/queues":          "GET", "/v1/queues/{name}": "PUT",
 		"/v1/queues/{name}/pause": "POST", "/v1/queues/{name}/resume": "POST",
@@ -649,7 +651,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, runlog.ErrInvalid), errors.Is(err, runlog.ErrUnknownKind):
 		return http.StatusBadRequest
-	case errors.Is(err, runlog.ErrNotFound), errors.Is(err, ErrSecretNotFound):
+	case errors.Is(err, runlog.ErrNotFound), errors.Is(err, ErrSecretNotFound), targetNotDisabled(err):
 		return http.StatusNotFound
 	case errors.Is(err, runlog.ErrFinished), errors.Is(err, runlog.ErrNotFailed), errors.Is(err, runlog.ErrNotReplayable):
 		return http.StatusConflict

@@ -73,7 +73,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // an API path that matches no route.
 func route(path string) string {
 	switch path {
-	case "/healthz", "/metrics", "/v1/jobs", "/v1/jobs/batch", "/v1/targets", "/v1/stats", "/v1/openapi.yaml", "/v1/queues", "/v1/schedules", "/v1/replay", "/v1/backup", "/v1/limits":
+	case "/healthz", "/metrics", "/v1/jobs", "/v1/jobs/batch", "/v1/targets", "/v1/targets/enable", "/v1/stats", "/v1/openapi.yaml", "/v1/queues", "/v1/schedules", "/v1/replay", "/v1/backup", "/v1/limits":
 		return path
 	}
 	if rest, ok := strings.CutPrefix(path, "/v1/queues/"); ok {

@@ -40,6 +40,7 @@ type Metrics struct {
 	finished       *prometheus.CounterVec
 	transitions    *prometheus.CounterVec
 	httpSeconds    *prometheus.HistogramVec
+	life           lifeMetrics // lifecycle.go
 }
 
 var _ runlog.JobObserver = (*Metrics)(nil)
@@ -109,6 +110,8 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "goversion": in.Go},
 	})
 	buildInfo.Set(1)
+	m.life = newLifeMetrics()
+	m.reg.MustRegister(m.life.transitions)
 	m.reg.MustRegister(m.attempts, m.attemptSeconds, m.syncSeconds, m.batchRecords, m.syncBytes,
 		m.enqueued, m.finished, m.transitions, m.httpSeconds, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -290,7 +293,7 @@ type statsCollector struct {
 
 // Describe sends the descriptors of the Stats gauges (prometheus.Collector).
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreakers, descBreaker, descTargetFailures, descTargetJobs, descQueueJobs, descQueuePaused, descQueueConcurrency} {
+	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreakers, descBreaker, descTargetFailures, descTargetJobs, descQueueJobs, descQueuePaused, descQueueConcurrency, descDisabled} {
 		ch <- d
 	}
 }
@@ -319,6 +322,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPool, float64(s.PoolSize))
 	gauge(descInFlight, float64(s.InFlight))
 	gauge(descLag, queueLag(s.OldestDue, time.Now()).Seconds())
+	collectDisabled(ch, s)
 	for _, q := range s.Queues {
 		gauge(descQueueJobs, float64(q.Pending), q.Name, "pending")
 		gauge(descQueueJobs, float64(q.Running), q.Name, "running")

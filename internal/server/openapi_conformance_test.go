@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,6 +57,16 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	replayAll := `{"target":"` + failedJob.Target + `","since":"2000-01-01T00:00:00Z","state":"failed","dry_run":true}`
+	// A target disabled by a 410 Gone (a receiver of its own: b.target
+	// must stay enabled for the other cases).
+	goneSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusGone) }))
+	defer goneSrv.Close()
+	goneJob, err := b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: goneSrv.URL + "/hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitState(t, goneJob.ID, runlog.StateFailed)
+	enableGone := `{"target":"` + goneSrv.URL + `"}`
 	const auth = "Bearer s3cret"
 	seen := map[string]bool{}
 	for _, tc := range []struct {
@@ -86,6 +97,10 @@ func TestOpenAPIConformance(t *testing.T) {
 		{"POST", "/v1/jobs/" + pendingID + "/retry", auth, "", 409},
 		{"POST", "/v1/jobs/999999/retry", auth, "", 404},
 		{"GET", "/v1/targets", auth, "", 200},
+		{"POST", "/v1/targets/enable", auth, enableGone, 200},
+		{"POST", "/v1/targets/enable", auth, enableGone, 404},
+		{"POST", "/v1/targets/enable", auth, `{"target":""}`, 400},
+		{"POST", "/v1/targets/enable", "", enableGone, 401},
 		{"GET", "/v1/stats", auth, "", 200},
 		{"POST", "/v1/jobs", auth, `{"kind":"http","url":"` + b.target.URL + `/","queue":"mail","priority":-5}`, 201},
 		{"POST", "/v1/jobs", auth, `{"kind":"http","url":"` + b.target.URL + `/","queue":"no spaces"}`, 400},
@@ -183,7 +198,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	if err := openapi3filter.ValidateResponse(ctx, bad); err == nil {
 		t.Error("a stats answer with a string count passed the validation")
 	}
-	for _, op := range []string{"health", "enqueueJob", "enqueueJobs", "listJobs", "getJob", "cancelJob", "retryJob", "listTargets", "getStats", "getOpenAPI", "getMetrics", "getBackup",
+	for _, op := range []string{"health", "enqueueJob", "enqueueJobs", "listJobs", "getJob", "cancelJob", "retryJob", "listTargets", "enableTarget", "getStats", "getOpenAPI", "getMetrics", "getBackup",
 		"createSchedule", "listSchedules", "getSchedule", "updateSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule"} {
 		if !seen[op] {
 			t.Errorf("operation %s not exercised", op)

@@ -122,6 +122,14 @@ type Target struct {
 	// Secrets are the target's own secrets: ids and creation times, never
 	// the secrets.
 	Secrets []SecretInfo `json:"secrets"`
+	// Disabled is set while the target is disabled (it answered 410 Gone,
+	// or failed for --disable-after): its jobs are kept, not attempted,
+	// until POST /v1/targets/enable; since DisabledAt, for DisabledReason.
+	Disabled       bool      `json:"disabled"`
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+	// FailingSince is when the target's current run of failures began.
+	FailingSince time.Time `json:"failing_since,omitzero"`
 }
 
 // TargetList is the answer of GET /v1/targets.
@@ -215,6 +223,7 @@ func targetsView(s runlog.Stats, secrets map[string][]SecretInfo, hasDefault boo
 			ProbesInFlight: t.ProbesInFlight, Pending: t.Pending, Running: t.Running,
 			Signing: signing(t.Target), Secrets: orEmpty(secrets[t.Target]),
 		})
+		lifeFields(&v.Targets[len(v.Targets)-1], t)
 	}
 	var rest []string
 	for t := range secrets {

@@ -57,6 +57,9 @@ func (s *State) Equal(o *State) (bool, string) {
 			return false, fmt.Sprintf("breaker %q: %+v vs %+v (present %v)", t, a, b, ok)
 		}
 	}
+	if ok, d := lifeEqual(s, o); !ok {
+		return false, d
+	}
 	if a, b := s.schedulesSection(), o.schedulesSection(); !bytes.Equal(a, b) {
 		return false, fmt.Sprintf("schedules % x vs % x", a, b)
 	}
@@ -213,6 +216,9 @@ func (s *State) Check() error {
 		return fmt.Errorf("running set %d; counts %+v (held %d)", len(s.running), s.counts, held)
 	}
 	if err := s.checkQueues(); err != nil {
+		return err
+	}
+	if err := s.checkLife(); err != nil {
 		return err
 	}
 	if keyed != len(s.keys) {

@@ -63,6 +63,8 @@ func goldenOps() []struct {
 		{"schedule-resume", Op{Kind: OpSchedule, At: 1700000003000, Sched: &ScheduleChange{Action: SchedResume, Name: "nightly"}}},
 		{"schedule-delete", Op{Kind: OpSchedule, At: 1700000004000, Sched: &ScheduleChange{Action: SchedDelete, Name: "nightly"}}},
 		{"schedule-skip", Op{Kind: OpSchedule, At: 1700000005000, Sched: &ScheduleChange{Action: SchedSkip, Name: "tick.1s", Tick: 1700000005000}}},
+		{"target-disable", Op{Kind: OpTarget, At: 1700000006000, Life: &TargetChange{Target: "http://127.0.0.1:9000/hook", Disable: true, Reason: "the target answered gone: http 410"}}},
+		{"target-enable", Op{Kind: OpTarget, At: 1700000007000, Life: &TargetChange{Target: "http://127.0.0.1:9000/hook"}}},
 	}
 }
 
@@ -381,7 +383,7 @@ func TestStoredValuesFrozen(t *testing.T) {
 // a rename (OpRetry became OpRequeue and OpRevive became OpRetry) must
 // never move a code, or old journals would replay as other ops.
 func TestOpCodesFrozen(t *testing.T) {
-	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpQueue: 10, OpSnooze: 11, OpSchedule: 13} {
+	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpQueue: 10, OpSnooze: 11, OpSchedule: 13, OpTarget: 16} {
 		if byte(k) != want {
 			t.Errorf("%v has code %d; its code is %d, frozen by the journal format", k, byte(k), want)
 		}

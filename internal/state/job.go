@@ -113,8 +113,11 @@ type Job struct {
 	index int32
 	// State is where the job is.
 	State JobState
-	// held marks a pending job taken out of the heap by Hold.
+	// held marks a pending job taken out of the heap by Hold, or parked.
 	held bool
+	// parked marks a pending job of a disabled target, held until the
+	// target is enabled (lifecycle.go).
+	parked bool
 	// ready marks a pending job in its queue's ready heap (see queue).
 	ready bool
 	// inDone marks a job on the Done list.

@@ -84,12 +84,16 @@ func (k Kind) String() string {
 		return "snooze"
 	case OpSchedule:
 		return "schedule"
+	case OpTarget:
+		return "target"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // jobless reports whether ops of kind k are about no one job (ID 0).
-func (k Kind) jobless() bool { return k == OpExpire || k == OpQueue || k == OpSchedule }
+func (k Kind) jobless() bool {
+	return k == OpExpire || k == OpQueue || k == OpSchedule || k == OpTarget
+}
 
 // outcome reports whether k ends an attempt with a class (OpSnooze ends
 // one without).
@@ -139,6 +143,8 @@ type Op struct {
 	Image *Job
 	// Sched is, for OpSchedule only, the schedule change.
 	Sched *ScheduleChange
+	// Life is, for OpTarget only, the disable or enable of a target.
+	Life *TargetChange
 }
 
 // Retention says how long finished jobs are kept after they finished, by

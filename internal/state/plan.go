@@ -26,7 +26,15 @@ const (
 	// already; the job stays pending, untouched, and no job of its queue
 	// is offered again in this claim.
 	QueueHeld
+	// TargetHeld: the job's target is disabled (lifecycle.go); the job
+	// stays pending, untouched, until the target is enabled by hand.
+	TargetHeld
 )
+
+// TargetView is what a claim knows of the targets' lifecycles.
+type TargetView interface {
+	TargetDisabled(target string) bool
+}
 
 // QueueView is what a claim knows of the queues: each one's setting, and
 // how many of its attempts run now, the claim's own starts included (the
@@ -56,7 +64,12 @@ type Planner struct {
 	held           int
 	byTarget       map[string]int // starts per target, when perTarget > 0
 	queues         QueueView      // nil: every queue unpaused, unbounded
+	targets        TargetView     // nil: no target disabled
 }
+
+// SetTargets makes the planner hold back the jobs of disabled targets, as
+// v tells.
+func (p *Planner) SetTargets(v TargetView) { p.targets = v }
 
 // SetQueues makes the planner hold back the jobs of paused queues and of
 // queues at their concurrency, as v tells.
@@ -87,6 +100,10 @@ func (p *Planner) Plan(f Facts, target string, br retry.Breaker) (Op, Verdict) {
 			p.held++
 			return Op{}, QueueHeld
 		}
+	}
+	if p.targets != nil && p.targets.TargetDisabled(target) {
+		p.held++
+		return Op{}, TargetHeld
 	}
 	if p.perTarget > 0 {
 		n := p.byTarget[target]

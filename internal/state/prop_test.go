@@ -204,6 +204,7 @@ func (m *sim) enqueue() {
 func (m *sim) dispatch() {
 	p := NewPlanner(m.cfg.Circuit, m.now, 4, 0, nil)
 	p.SetQueues(m.live)
+	p.SetTargets(m.live)
 	heldQueues := map[string]bool{}
 	for range rapid.IntRange(1, 4).Draw(m.t, "claims") {
 		want := m.firstDue(heldQueues)
@@ -229,6 +230,9 @@ func (m *sim) dispatch() {
 		}
 		if v != Planned {
 			break
+		}
+		if op.Kind == OpStart && m.live.TargetDisabled(j.Spec.Target) {
+			m.t.Fatalf("job %d of disabled target %q starts", j.ID, j.Spec.Target)
 		}
 		if q := m.live.Queue(j.Spec.Queue); op.Kind == OpStart && (q.Paused || (q.Concurrency > 0 && q.Running >= q.Concurrency)) {
 			m.t.Fatalf("job %d starts in queue %+v", j.ID, q)
@@ -308,6 +312,30 @@ func (m *sim) settle() {
 		m.t.Fatalf("Settle of the open attempt %d of job %d returned nothing", f.n, f.id)
 	}
 	m.step(op)
+	// A 410-like answer: a permanent failure that says the target is gone.
+	gone := class == retry.Permanent && rapid.IntRange(0, 2).Draw(m.t, "gone") == 0
+	j, _ := m.live.Job(f.id)
+	life := m.live.Lifecycle(&op, gone)
+	m.step(life)
+	if j != nil && (gone || life.Kind != 0) && !m.live.TargetDisabled(j.Spec.Target) {
+		m.t.Fatalf("target %q of job %d not disabled after %v (gone %v)", j.Spec.Target, f.id, op.Kind, gone)
+	}
+	if j != nil && class == retry.Success && m.live.Life(j.Spec.Target).Failing {
+		m.t.Fatalf("target %q still failing after a success", j.Spec.Target)
+	}
+}
+
+// setTarget journals a disable or an enable of a random target by hand.
+func (m *sim) setTarget() {
+	t := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(m.t, "lifeTarget")
+	disable := rapid.Bool().Draw(m.t, "disable")
+	m.step(TargetOp(t, disable, "by test", m.now))
+	if m.live.TargetDisabled(t) != disable {
+		m.t.Fatalf("target %q: disabled %v after an op that sets %v", t, m.live.TargetDisabled(t), disable)
+	}
+	if !disable && !m.live.Life(t).IsZero() {
+		m.t.Fatalf("target %q enabled but its lifecycle is %+v", t, m.live.Life(t))
+	}
 }
 
 // restart simulates a crash and reopen: the attempts in flight die, the
@@ -377,14 +405,14 @@ func TestReplayEqualsLive(t *testing.T) {
 			WindowMS:   rapid.Int64Range(0, 3000).Draw(t, "window"),
 			CooldownMS: rapid.Int64Range(0, 2000).Draw(t, "cooldown"),
 			Probes:     rapid.IntRange(1, 3).Draw(t, "probes"),
-		}}
+		}, DisableAfterMS: rapid.SampledFrom([]int64{0, 1, 500, 4000}).Draw(t, "disableAfter")}
 		// Times start above 0 and stay there (at most 200 steps of 50 ms
 		// back): 0 is the "none" of a tick (Spec.Tick, TickPlan.Skip), as it
 		// is of wall-clock times, which are ms since 1970.
 		m := &sim{t: t, cfg: cfg, live: New(cfg), now: rapid.Int64Range(1<<20, 1<<41).Draw(t, "start")}
 		steps := rapid.IntRange(1, 200).Draw(t, "steps")
 		for range steps {
-			switch rapid.IntRange(0, 15).Draw(t, "action") {
+			switch rapid.IntRange(0, 16).Draw(t, "action") {
 			case 0, 1:
 				m.enqueue()
 			case 2, 3, 4:
@@ -418,6 +446,8 @@ func TestReplayEqualsLive(t *testing.T) {
 				m.scheduleChange()
 			case 15:
 				m.tick()
+			case 16:
+				m.setTarget()
 			}
 		}
 		m.replay()
@@ -433,10 +463,13 @@ func TestReplayLongRun(t *testing.T) {
 		n = 3
 	}
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := Config{Circuit: retry.Circuit{Threshold: 2, WindowMS: 1000, CooldownMS: 200, Probes: 2}}
+		cfg := Config{Circuit: retry.Circuit{Threshold: 2, WindowMS: 1000, CooldownMS: 200, Probes: 2}, DisableAfterMS: 3000}
 		m := &sim{t: t, cfg: cfg, live: New(cfg), now: 1_700_000_000_000}
 		for i := range n * 10 {
 			m.enqueue()
+			if i%31 == 30 {
+				m.setTarget()
+			}
 			for range 3 {
 				m.dispatch()
 				m.settle()

@@ -113,6 +113,9 @@ func (s *State) countQueue(name string, st JobState, d int) {
 
 // pushPending puts pending job j in its queue's waiting heap.
 func (s *State) pushPending(j *Job) {
+	if s.park(j) {
+		return // its target is disabled (lifecycle.go)
+	}
 	q := s.queue(j.Spec.Queue)
 	q.wait.push(j)
 	if j.Spec.Priority != 0 {

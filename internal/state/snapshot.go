@@ -45,6 +45,9 @@ func (s *State) sections() []section {
 	if len(s.schedules) > 0 {
 		secs = append(secs, section{tag: sectionSchedules, body: s.schedulesSection()})
 	}
+	if b := s.lifeSection(); b != nil {
+		secs = append(secs, section{tag: sectionLife, body: b})
+	}
 	return secs
 }
 
@@ -52,6 +55,7 @@ func (s *State) sections() []section {
 const (
 	sectionQueues    = 1 // queues.go
 	sectionSchedules = 3 // schedules.go
+	sectionLife      = 4 // lifecycle.go: the targets failing or disabled
 )
 
 // readSection reads the body of the section tag into the state.
@@ -61,6 +65,8 @@ func (s *State) readSection(tag uint64, d *decoder) {
 		s.readQueueSection(d)
 	case sectionSchedules:
 		s.readSchedules(d)
+	case sectionLife:
+		s.readLifeSection(d)
 	default:
 		d.newer("snapshot section %d, which this build does not know", tag)
 	}

@@ -19,6 +19,11 @@ type Config struct {
 	// another (see State): it places each finished job in its expiry
 	// partition. nil keeps finished jobs forever.
 	Retention *Retention
+	// DisableAfterMS disables a target that has been failing this long
+	// with no success (lifecycle.go); 0 never does. It is read when an
+	// outcome is decided (State.Lifecycle): the disable it brings is
+	// journaled, so replay does not depend on it.
+	DisableAfterMS int64
 }
 
 // Counts is how many jobs are in each state.
@@ -105,6 +110,9 @@ type State struct {
 	retried   bool   // the last op was an OpRetry that applied
 
 	schedules map[string]*Schedule // by name (schedules.go)
+
+	life     map[string]*targetLife // the targets failing or disabled (lifecycle.go)
+	disabled int                    // how many of them are disabled
 }
 
 // New returns an empty state.
@@ -183,7 +191,7 @@ func (s *State) SetSeq(seq uint64) { s.seq = seq }
 // Apply copies op.Spec but shares its Payload, and keeps op.Output: the
 // caller must not modify those bytes afterwards.
 func (s *State) Apply(op *Op) {
-	if s.frozen != nil && op.Kind != OpEnqueue && op.Kind != OpExpire && op.Kind != OpSchedule {
+	if s.frozen != nil && op.Kind != OpEnqueue && op.Kind != OpExpire && op.Kind != OpSchedule && op.Kind != OpTarget {
 		// Every other op changes at most its own job (expire only drops
 		// jobs from the live state, which the frozen one still holds).
 		s.preserve(op.ID)
@@ -204,6 +212,8 @@ func (s *State) Apply(op *Op) {
 		s.expire(op)
 	case OpSchedule:
 		s.schedule(op)
+	case OpTarget:
+		s.applyTarget(op)
 	}
 }
 
@@ -508,6 +518,7 @@ func (s *State) step(op *Op) {
 	}
 	if ch.Fed {
 		s.setBreaker(target, br)
+		s.feedLife(target, op)
 	}
 	if ch.From == ch.To {
 		if op.Kind == OpDefer && j.index >= 0 {
@@ -636,6 +647,9 @@ func (s *State) unqueue(j *Job) {
 	if j.index >= 0 {
 		s.popPending(j)
 	}
+	if j.parked {
+		s.unpark(j)
+	}
 	j.held = false
 }
 
@@ -725,7 +739,7 @@ func (s *State) Hold(id uint64) {
 func (s *State) ReleaseHeld() {
 	s.releaseQueues()
 	for i, j := range s.held {
-		if j.held {
+		if j.held && !j.parked {
 			j.held = false
 			if j.State == Pending && j.index < 0 {
 				s.pushPending(j)

@@ -32,6 +32,8 @@ var (
 	ErrNotFailed = errors.New("store: job is not failed or cancelled")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrNotDisabled: EnableTarget of a target that is not disabled.
+	ErrNotDisabled = errors.New("store: target is not disabled")
 )
 
 // NewJob is one job to enqueue. Times are ms since the Unix epoch.
@@ -74,6 +76,9 @@ type Outcome struct {
 	Snooze bool
 	Error  string
 	Output []byte
+	// Gone: the target answered that it no longer exists (an http 410):
+	// the outcome disables it (state.DisableRule).
+	Gone bool
 }
 
 // Limits bound one Claim call.
@@ -103,6 +108,9 @@ type TargetInfo struct {
 	Breaker retry.Breaker
 	Pending int
 	Running int
+	// Life is the target's lifecycle: whether it is disabled, and since
+	// when it has been failing.
+	Life state.TargetLife
 }
 
 // Stats are the store's counts, maintained, never recomputed by scanning jobs.
@@ -125,6 +133,10 @@ type Notify struct {
 	// Schedules: a schedule was changed elsewhere; look at the schedules
 	// again (nil: nobody listens).
 	Schedules func()
+	// TargetDisabled: an outcome this store recorded disabled target for
+	// reason, durably (nil: nobody listens). Called after the write,
+	// outside the store's locks.
+	TargetDisabled func(target, reason string)
 }
 
 // Failer is a store whose failures can be permanent: the embedded journal,
@@ -232,6 +244,10 @@ type Store interface {
 	// node), and a queue it resumes starts its due jobs without waiting
 	// for a poll.
 	SetQueue(ctx context.Context, now int64, name string, concurrency *int, paused *bool) (state.QueueInfo, error)
+	// EnableTarget enables the disabled target by hand: its held jobs are
+	// offered to claims again and its failing run starts afresh. It
+	// returns the target once the change is durable, or ErrNotDisabled.
+	EnableTarget(ctx context.Context, now int64, target string) (TargetInfo, error)
 	// SetNotify installs the engine's callbacks; called once, before any
 	// other method.
 	SetNotify(n Notify)

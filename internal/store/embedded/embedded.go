@@ -103,6 +103,8 @@ type Store struct {
 
 	tbl *table
 	sp  *spiller
+
+	onDisabled atomic.Pointer[func(target, reason string)] // Notify.TargetDisabled
 }
 
 var (
@@ -353,13 +355,14 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 	var claims []store.Claim
 	p := state.NewPlanner(s.st.Circuit(), now, lim.Max, lim.PerTarget, lim.Running)
 	p.SetQueues(s.st)
+	p.SetTargets(s.st)
 	for !p.Done() {
 		job, ok := s.st.PeekDue(now)
 		if !ok {
 			break
 		}
 		op, v := p.Plan(state.FactsOf(job), job.Spec.Target, s.st.Breaker(job.Spec.Target))
-		if v == state.Held {
+		if v == state.Held || v == state.TargetHeld {
 			s.st.Hold(job.ID)
 			continue
 		}
@@ -440,6 +443,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		}
 		ops = append(ops, op)
 		s.applyLocked(&ops[len(ops)-1], s.appended+uint64(len(ops)))
+		ops = s.lifecycleLocked(ops, o.Gone)
 	}
 	var claims []store.Claim
 	if lim.Max > 0 {
@@ -450,6 +454,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	if err := wait(); err != nil {
 		return nil, err
 	}
+	s.notifyDisabled(ops)
 	return claims, s.fillPayloads(claims)
 }
 
@@ -814,9 +819,17 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	out := make([]store.TargetInfo, 0, len(load))
 	s.st.Targets(func(target string, b retry.Breaker) bool {
 		l := load[target]
-		out = append(out, store.TargetInfo{Target: target, Breaker: b, Pending: l.Pending, Running: l.Running})
+		out = append(out, store.TargetInfo{Target: target, Breaker: b, Pending: l.Pending, Running: l.Running, Life: s.st.Life(target)})
 		delete(load, target)
 		return true
+	})
+	s.st.Lives(func(target string, life state.TargetLife) {
+		if !s.st.Breaker(target).IsZero() {
+			return // listed above
+		}
+		l := load[target]
+		out = append(out, store.TargetInfo{Target: target, Pending: l.Pending, Running: l.Running, Life: life})
+		delete(load, target)
 	})
 	for target, l := range load {
 		out = append(out, store.TargetInfo{Target: target, Pending: l.Pending, Running: l.Running})
@@ -826,8 +839,12 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 }
 
 // SetNotify implements store.Store: this store has no other writers, so it
-// never calls n.
-func (s *Store) SetNotify(n store.Notify) {}
+// calls only n.TargetDisabled.
+func (s *Store) SetNotify(n store.Notify) {
+	if n.TargetDisabled != nil {
+		s.onDisabled.Store(&n.TargetDisabled)
+	}
+}
 
 // Expire implements store.Store: it journals an OpExpire with the store's
 // retention, dropping the finished jobs whose retention ran out by now.

@@ -172,11 +172,12 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 		mem := vfs.NewMem()
 		now := int64(1_700_000_000_000)
 		ret := &state.Retention{SucceededMS: 3000, CancelledMS: 2000, FailedMS: 8000}
+		disableAfter := rapid.SampledFrom([]int64{0, 500, 3000}).Draw(rt, "disableAfter")
 		opts := func(fsys vfs.FS, now int64) Options {
 			return Options{
 				Journal:           journal.Options{FS: fsys, SegmentSize: 4 << 10, NoPreallocate: true},
 				SnapshotBytes:     rapid.SampledFrom([]int64{-1, 2 << 10, 8 << 10}).Draw(rt, "snapshotBytes"),
-				State:             state.Config{Circuit: testCircuit},
+				State:             state.Config{Circuit: testCircuit, DisableAfterMS: disableAfter},
 				Retention:         ret,
 				PayloadCacheBytes: rapid.SampledFrom([]int64{-1, 16, 1 << 20}).Draw(rt, "cache"),
 				Now:               now,
@@ -209,7 +210,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				crashed = mem.CrashClone(rand.New(rand.NewPCG(uint64(step), 7)))
 			}
 			now += rapid.Int64Range(0, 900).Draw(rt, "dt")
-			switch rapid.IntRange(0, 11).Draw(rt, "action") {
+			switch rapid.IntRange(0, 12).Draw(rt, "action") {
 			case 0, 1:
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				jobs := make([]store.NewJob, n)
@@ -246,6 +247,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				claimed = append(claimed[:i], claimed[i+1:]...)
 				class := retry.Class(rapid.IntRange(int(retry.Success), int(retry.Unsafe)).Draw(rt, "class"))
 				out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: -1, Error: "e"}
+				out.Gone = class == retry.Permanent && rapid.IntRange(0, 2).Draw(rt, "gone") == 0
 				if rapid.IntRange(0, 3).Draw(rt, "snooze") == 0 {
 					out = store.Outcome{ID: c.ID, Attempt: c.Attempt, Snooze: true, AfterMS: rapid.Int64Range(0, 500).Draw(rt, "snoozeFor")}
 				}
@@ -301,6 +303,10 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 					rt.Fatal(err)
 				}
 				maxID = max(maxID, s.st.NextID()-1)
+			case 12:
+				if _, err := s.EnableTarget(ctx, now, rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "enable")); err != nil && !errors.Is(err, store.ErrNotDisabled) {
+					rt.Fatal(err)
+				}
 			}
 		}
 		finishAll()

@@ -277,7 +277,7 @@ func endClaim(b *pgx.Batch, now int64, res *claimResult, brs map[string]*breaker
 	if res.exhausted && held {
 		res.next, res.hasNext = now, true
 	} else if res.exhausted {
-		b.Queue("SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND due > $1 AND NOT (queue = ANY("+pausedQueues+"))", now).QueryRow(func(row pgx.Row) error {
+		b.Queue("SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND due > $1 AND NOT (queue = ANY("+pausedQueues+")) AND NOT (target = ANY("+disabledTargets+"))", now).QueryRow(func(row pgx.Row) error {
 			var next *int64
 			if err := row.Scan(&next); err != nil {
 				return err
@@ -313,7 +313,8 @@ const dueCols = `id, kind, target, payload, attempts, base_ms, cap_ms, deadline_
 
 // dueWhere selects the due jobs of dueSQL.
 const dueWhere = `state = ` + pendingCode + ` AND due <= $1 AND NOT (id = ANY($2))
-		AND NOT (queue = ANY($4::text[] || ` + pausedQueues + `))`
+		AND NOT (queue = ANY($4::text[] || ` + pausedQueues + `))
+		AND NOT (target = ANY(` + disabledTargets + `))`
 
 // claimWant is how many due rows round (0 for the first) of a claim
 // selects to start up to n attempts: one more than n at least, so that a

@@ -21,7 +21,7 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: enqueue (nothing was added): %w", err)
 		}
-		s.dueAdded(jobs[0].Due)
+		s.dueAddedTo(jobs[0].Spec.Target, jobs[0].Due)
 		s.wakeNodes()
 		return out, nil
 	}
@@ -36,7 +36,7 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 	}
 	for i, e := range out {
 		if !e.Existing {
-			s.dueAdded(jobs[i].Due)
+			s.dueAddedTo(jobs[i].Spec.Target, jobs[i].Due)
 		}
 	}
 	s.wakeNodes()

@@ -47,6 +47,8 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		requeued    bool
 		res         claimResult
 		seenNonZero map[string]retry.Breaker
+		disabled    []state.Op // the targets the outcomes disabled (lifecycle.go)
+		fastLives   map[string]state.TargetLife
 	)
 	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
 		brs := make(map[string]*breakerRow)
@@ -69,6 +71,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		if err != nil {
 			return nil, err
 		}
+		queueLives(b, &fast.lives)
 		// The breakers this batch will change, locked in the same round
 		// trip: the targets of its failures, and those that were in
 		// trouble (not the zero breaker) at the last read. A guess that
@@ -83,7 +86,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		}
 		var slowRecorded bool
 		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero)
-		seenNonZero = nonZero
+		seenNonZero, disabled, fastLives = nonZero, fast.disabled, fast.lives
 		if err != nil {
 			return nil, err
 		}
@@ -94,9 +97,10 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			return last, queueBreakerWrites(last, brs)
 		}
 		pre := &due
-		if slowRecorded {
+		if slowRecorded || len(disabled) > 0 {
 			// An outcome recorded after the due rows were read may have
-			// made its job due: read them again.
+			// made its job due, or disabled its target (whose due jobs
+			// are then held): read them again.
 			pre = nil
 		}
 		return s.newClaim(tx, now, lim, brs, nonZero, queues, &res).run(ctx, pre)
@@ -117,6 +121,8 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		return nil, fmt.Errorf("pgstore: finish: %w", err)
 	}
 	s.noteTrouble(seenNonZero)
+	s.noteDisabled(fastLives, disabled)
+	s.notifyDisabled(disabled)
 	switch {
 	case lim.Max > 0:
 		s.claimed(gen, res)
@@ -256,6 +262,9 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 			br.b = state.BreakerAfter(br.b, c, op)
 		}
 	}
+	if fast.disabled, err = s.settleLife(ctx, tx, ops, targets, outs, fast.lives); err != nil {
+		return nil, false, false, err
+	}
 	if len(changed) == 0 {
 		// Only the one UPDATE's outcomes: the breakers they changed are
 		// written with the transaction's last batch (the caller's).
@@ -272,6 +281,10 @@ type fastSettle struct {
 	ops      []*state.Op // their decisions
 	retry    []bool      // whether each makes its job pending again
 	recorded map[int64]bool
+	// lives are the lifecycle rows read in the first round trip, and
+	// disabled the disables settleTx wrote (lifecycle.go).
+	lives    map[string]state.TargetLife
+	disabled []state.Op
 }
 
 // queueSettleFast decides, on their flights' facts, the outcomes that have

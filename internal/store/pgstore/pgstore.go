@@ -95,6 +95,10 @@ type Options struct {
 	// Circuit configures every target's breaker. It must be the same on
 	// every node. Defaults to retry.DefaultCircuit().
 	Circuit retry.Circuit
+	// DisableAfterMS disables a target failing this long with no success
+	// (state.DisableRule); 0 never does. It should be the same on every
+	// node.
+	DisableAfterMS int64
 	// Now is the clock (ms since the Unix epoch) that stamps rescues; the
 	// engine's own calls pass their now. Defaults to the system clock.
 	Now func() int64
@@ -238,6 +242,10 @@ type Store struct {
 	// trouble: the targets whose breaker was not the zero one at the last
 	// read (guarded by mu); an outcome batch locks them up front.
 	trouble map[string]bool
+	// disabled holds the targets this node last saw disabled (guarded by
+	// mu; lifecycle.go): their jobs' due times do not move the cached
+	// next due time.
+	disabled map[string]bool
 }
 
 // flight is an attempt this node claimed and has not finished: what its

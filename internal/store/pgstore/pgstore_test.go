@@ -127,7 +127,7 @@ func sameClaims(rt *rapid.T, what string, want, got []store.Claim) {
 
 // errClass names which store sentinel err is, for comparison.
 func errClass(err error) string {
-	for _, e := range []error{store.ErrNotFound, store.ErrFinished, store.ErrNotFailed, store.ErrClosed} {
+	for _, e := range []error{store.ErrNotFound, store.ErrFinished, store.ErrNotFailed, store.ErrClosed, store.ErrNotDisabled} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}
@@ -151,7 +151,9 @@ func errClass(err error) string {
 // retention, filters and paging.
 func TestSameAsEmbedded(t *testing.T) {
 	t.Parallel()
-	pg, _ := openTest(t, Options{Retention: testRetention})
+	// Targets failing for 1.5 s are disabled (the endpoint lifecycle).
+	const disableAfter = 1500
+	pg, _ := openTest(t, Options{Retention: testRetention, DisableAfterMS: disableAfter})
 	ctx := context.Background()
 	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
 		// Each step is a transaction: fewer runs than rapid's default
@@ -165,14 +167,14 @@ func TestSameAsEmbedded(t *testing.T) {
 	}
 	rapid.Check(t, func(rt *rapid.T) {
 		// A fresh database state for each run.
-		if _, err := pg.pool.Exec(ctx, "TRUNCATE runlog_jobs, runlog_breakers; ALTER SEQUENCE runlog_job_id RESTART"); err != nil {
+		if _, err := pg.pool.Exec(ctx, "TRUNCATE runlog_jobs, runlog_breakers, runlog_target_life; ALTER SEQUENCE runlog_job_id RESTART"); err != nil {
 			rt.Fatal(err)
 		}
 		pg.invalidate()
 		now := int64(1_700_000_000_000)
 		em, err := embedded.Open(t.TempDir(), embedded.Options{
 			Journal:   journal.Options{SegmentSize: 64 << 10},
-			State:     state.Config{Circuit: testCircuit},
+			State:     state.Config{Circuit: testCircuit, DisableAfterMS: disableAfter},
 			Now:       now,
 			Retention: testRetention,
 		})
@@ -186,7 +188,7 @@ func TestSameAsEmbedded(t *testing.T) {
 		steps := rapid.IntRange(1, 50).Draw(rt, "steps")
 		for range steps {
 			now += rapid.Int64Range(0, 700).Draw(rt, "dt")
-			switch rapid.IntRange(0, 7).Draw(rt, "action") {
+			switch rapid.IntRange(0, 8).Draw(rt, "action") {
 			case 0, 1:
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				jobs := make([]store.NewJob, n)
@@ -242,6 +244,7 @@ func TestSameAsEmbedded(t *testing.T) {
 				class := retry.Class(rapid.IntRange(int(retry.Success), int(retry.Unsafe)).Draw(rt, "class"))
 				out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: rapid.SampledFrom([]int64{-1, -1, 50}).Draw(rt, "after"),
 					Error: "e", Output: []byte(rapid.StringN(0, 4, -1).Draw(rt, "output"))}
+				out.Gone = class == retry.Permanent && rapid.IntRange(0, 2).Draw(rt, "gone") == 0
 				r := rapid.Uint32().Draw(rt, "r")
 				lim := store.Limits{Max: rapid.IntRange(0, 2).Draw(rt, "reclaim")}
 				var want []store.Claim
@@ -284,6 +287,17 @@ func TestSameAsEmbedded(t *testing.T) {
 				for _, s := range stores {
 					if err := s.Expire(ctx, now); err != nil {
 						rt.Fatal(err)
+					}
+				}
+			case 8:
+				target := rapid.SampledFrom(targets).Draw(rt, "enable")
+				var want string
+				for i, s := range stores {
+					_, err := s.EnableTarget(ctx, now, target)
+					if i == 0 {
+						want = errClass(err)
+					} else if errClass(err) != want {
+						rt.Fatalf("enable %s: embedded %s, postgres %s", target, want, errClass(err))
 					}
 				}
 			}

@@ -37,7 +37,7 @@ func (s *Store) NextDue() (int64, bool) {
 	ctx, cancel := context.WithTimeout(s.ctx, nextDueTimeout)
 	defer cancel()
 	var due *int64
-	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND NOT (queue = ANY("+pausedQueues+"))").Scan(&due); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND NOT (queue = ANY("+pausedQueues+")) AND NOT (target = ANY("+disabledTargets+"))").Scan(&due); err != nil {
 		if s.ctx.Err() == nil {
 			s.log.Warn("pgstore: reading the next due time failed; looking again at the next poll", "err", err)
 		}
@@ -187,7 +187,10 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		return st, err
 	}
 	var due *int64
-	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode).Scan(&due); err != nil {
+	// The held jobs of disabled targets are left out, as the embedded
+	// store's OldestDue leaves them out: their age would be the queue's
+	// lag for as long as the target stays disabled.
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND NOT (target = ANY("+disabledTargets+"))").Scan(&due); err != nil {
 		return st, fmt.Errorf("pgstore: stats: %w", err)
 	}
 	if due != nil {
@@ -242,6 +245,9 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	}
 	if err := load.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: target load: %w", err)
+	}
+	if err := s.addLives(ctx, byTarget); err != nil {
+		return nil, err
 	}
 	if len(byTarget) == 0 {
 		return nil, nil

@@ -20,6 +20,8 @@ type Config struct {
 	Circuit retry.Circuit
 	// Retention is how long finished jobs are kept (nil: forever).
 	Retention *state.Retention
+	// DisableAfterMS disables a target failing this long (0: never).
+	DisableAfterMS int64
 }
 
 // Opener opens a new, empty store under cfg for one subtest, and returns
@@ -73,6 +75,7 @@ func Run(t *testing.T, open Opener) {
 	}
 	cases = append(cases, queueCases...)
 	cases = append(cases, scheduleCases...)
+	cases = append(cases, lifecycleCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
 	}
