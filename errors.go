@@ -2,6 +2,8 @@ package runlog
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/runlog/runlog/internal/store"
 )
@@ -35,6 +37,8 @@ func mapErr(err error) error {
 		return ErrFinished
 	case errors.Is(err, store.ErrNotFailed):
 		return ErrNotFailed
+	case errors.Is(err, store.ErrNotFinished):
+		return fmt.Errorf("%w: %s", ErrNotFinished, strings.TrimPrefix(err.Error(), store.ErrNotFinished.Error()+": "))
 	case errors.Is(err, store.ErrClosed):
 		return ErrClosed
 	}

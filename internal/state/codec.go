@@ -66,6 +66,8 @@ const flagBreakerFailed = 1
 //	queue    (id 0) string name, uvarint concurrency, byte paused (0, 1)
 //	snooze   uvarint attempt, varint due
 //	schedule (kind 13, id 0) the schedule change (putScheduleChange)
+//	discard  (kind 14) the job's image (Op.Image, without its payload) as
+//	         a snapshot of version 2 holds a job
 //
 // Fields a kind does not list are not written. Encode does not validate: an
 // op with kind 0 or above OpSnooze, id 0, or an OpEnqueue without a Spec
@@ -127,6 +129,8 @@ func Encode(dst []byte, op *Op) []byte {
 		dst = putVarint(dst, op.Due)
 	case OpSchedule:
 		dst = putScheduleChange(dst, op.Sched)
+	case OpDiscard:
+		dst = appendDiscardImage(dst, op)
 	}
 	return dst
 }
@@ -158,7 +162,7 @@ func Decode(b []byte) (Op, error) {
 	if v == ExtFormatVersion && op.Kind != OpEnqueue {
 		return Op{}, d.fail("a %v op in a version %d record (only enqueues carry a spec extension)", op.Kind, v)
 	}
-	if op.Kind < OpEnqueue || op.Kind > OpSchedule {
+	if (op.Kind < OpEnqueue || op.Kind > OpSchedule) && op.Kind != OpDiscard {
 		return Op{}, d.fail("unknown op kind %d", b[1])
 	}
 	d.off = 2
@@ -228,6 +232,8 @@ func Decode(b []byte) (Op, error) {
 		op.Due = d.varint("due")
 	case OpSchedule:
 		op.Sched = d.scheduleChange()
+	case OpDiscard:
+		op.Image = d.discardImage(op.ID)
 	}
 	if d.err == nil && d.off != len(b) {
 		d.failAt("%d trailing bytes after a %v op", len(b)-d.off, op.Kind)

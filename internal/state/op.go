@@ -84,6 +84,8 @@ func (k Kind) String() string {
 		return "snooze"
 	case OpSchedule:
 		return "schedule"
+	case OpDiscard:
+		return "discard"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -103,6 +103,7 @@ type State struct {
 	lingering []*Job
 	seq       uint64 // the caller's tag for the ops it applies (SetSeq)
 	retried   bool   // the last op was an OpRetry that applied
+	discarded bool   // the last op was an OpDiscard that applied (discard.go)
 
 	schedules map[string]*Schedule // by name (schedules.go)
 }
@@ -188,7 +189,7 @@ func (s *State) Apply(op *Op) {
 		// jobs from the live state, which the frozen one still holds).
 		s.preserve(op.ID)
 	}
-	s.retried = false
+	s.retried, s.discarded = false, false
 	switch op.Kind {
 	case OpEnqueue:
 		s.enqueue(op)
@@ -204,6 +205,8 @@ func (s *State) Apply(op *Op) {
 		s.expire(op)
 	case OpSchedule:
 		s.schedule(op)
+	case OpDiscard:
+		s.discarded = s.discard(op)
 	}
 }
 

@@ -209,7 +209,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				crashed = mem.CrashClone(rand.New(rand.NewPCG(uint64(step), 7)))
 			}
 			now += rapid.Int64Range(0, 900).Draw(rt, "dt")
-			switch rapid.IntRange(0, 11).Draw(rt, "action") {
+			switch rapid.IntRange(0, 12).Draw(rt, "action") {
 			case 0, 1:
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				jobs := make([]store.NewJob, n)
@@ -301,6 +301,13 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 					rt.Fatal(err)
 				}
 				maxID = max(maxID, s.st.NextID()-1)
+			case 12:
+				// A discard, of a job in memory or in the table; an
+				// unfinished or unknown one is refused.
+				id := rapid.Uint64Range(1, maxID+1).Draw(rt, "discard")
+				if err := s.Discard(ctx, now, id); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrNotFinished) {
+					rt.Fatal(err)
+				}
 			}
 		}
 		finishAll()

@@ -65,6 +65,7 @@ func Run(t *testing.T, open Opener) {
 		{"Breaker", testBreaker},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
+		{"Discard", testDiscard},
 		{"StatsAndNextDue", testStatsAndNextDue},
 		{"ListFiltersAndPages", testList},
 		{"Expire", testExpire},
