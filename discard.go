@@ -13,6 +13,13 @@ import (
 // job first.
 var ErrNotFinished = errors.New("runlog: job is not finished")
 
+// notFinishedError is ErrNotFinished with the reason for one job: its
+// text names the job, its state and what to do.
+type notFinishedError string
+
+func (e notFinishedError) Error() string        { return "runlog: " + string(e) }
+func (e notFinishedError) Is(target error) bool { return target == ErrNotFinished }
+
 // Discard removes a finished job (succeeded, failed or cancelled) for
 // good, before its retention ends; its idempotency key is free again. A
 // pending or running job is refused with ErrNotFinished (cancel it first),

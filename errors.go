@@ -2,8 +2,6 @@ package runlog
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/runlog/runlog/internal/store"
 )
@@ -28,6 +26,7 @@ var (
 
 // mapErr turns a store error into the public sentinel.
 func mapErr(err error) error {
+	var notFinished *store.NotFinishedError
 	switch {
 	case err == nil:
 		return nil
@@ -37,8 +36,10 @@ func mapErr(err error) error {
 		return ErrFinished
 	case errors.Is(err, store.ErrNotFailed):
 		return ErrNotFailed
+	case errors.As(err, &notFinished):
+		return notFinishedError(notFinished.Detail())
 	case errors.Is(err, store.ErrNotFinished):
-		return fmt.Errorf("%w: %s", ErrNotFinished, strings.TrimPrefix(err.Error(), store.ErrNotFinished.Error()+": "))
+		return ErrNotFinished
 	case errors.Is(err, store.ErrClosed):
 		return ErrClosed
 	}
