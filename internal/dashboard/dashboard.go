@@ -127,6 +127,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /{$}", h.overview)
 	m.HandleFunc("GET /jobs", h.jobs)
 	m.HandleFunc("GET /jobs/{id}", h.job)
+	m.HandleFunc("GET /jobs/{id}/deferrals", h.deferrals)
 	m.HandleFunc("GET /failed", h.failed)
 	m.HandleFunc("GET /targets", h.targets)
 	m.HandleFunc("GET /schedules", h.schedules)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/runlog/runlog/internal/state"
@@ -35,4 +36,37 @@ func DiscardError(id uint64, st state.JobState, v state.DiscardVerdict) error {
 		return nil
 	}
 	return &NotFinishedError{ID: id, State: st, Verdict: v}
+}
+
+// Failure is a failed attempt that counted for a breaker: its job and
+// when it ended (ms).
+type Failure struct {
+	ID uint64
+	At int64
+}
+
+// Deferral is one deferral of a job by its target's breaker: when (ms),
+// the new due time, and the failures that fed the breaker before it,
+// newest first.
+type Deferral struct {
+	At, Due int64
+	After   []Failure
+}
+
+// DeferralLog is what a DeferralReader found for one job.
+type DeferralLog struct {
+	Target    string
+	Deferrals []Deferral
+	// Complete: every record since the job's enqueue was read (false when
+	// the oldest kept ones came after it).
+	Complete bool
+}
+
+// DeferralReader is a store that keeps every deferral as a record (the
+// embedded journal, for the records still on disk): Deferrals returns a
+// job's deferrals with, for each, up to threshold failures of its target
+// before it. A store that keeps no deferral (PostgreSQL updates the due
+// time in place) is not a DeferralReader.
+type DeferralReader interface {
+	Deferrals(ctx context.Context, id uint64, threshold int) (DeferralLog, error)
 }
