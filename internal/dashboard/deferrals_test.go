@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,9 +38,20 @@ func TestDeferralsPage(t *testing.T) {
 	for range 2 {
 		failing = append(failing, b.enqueue("retry", runlog.Target("partner:443")))
 	}
-	for _, id := range failing {
-		b.waitState(id, runlog.StateFailed)
-	}
+	// Five failures (of 3 attempts each at most: both jobs' failures)
+	// open the breaker; the jobs still pending are deferred meanwhile.
+	testwait.Until(t, "the breaker of partner:443 to open", func() (runlog.Stats, bool) {
+		st, err := b.runner.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range st.Targets {
+			if tg.Target == "partner:443" && tg.State == "open" {
+				return st, true
+			}
+		}
+		return st, false
+	})
 	held := b.enqueue("ok", runlog.Target("partner:443"))
 	path := "/jobs/" + strconv.FormatUint(held, 10)
 	if _, body := b.get(path); !strings.Contains(body, `hx-get="`+path+`/deferrals"`) {
