@@ -26,6 +26,7 @@ var (
 
 // mapErr turns a store error into the public sentinel.
 func mapErr(err error) error {
+	var notFinished *store.NotFinishedError
 	switch {
 	case err == nil:
 		return nil
@@ -35,6 +36,10 @@ func mapErr(err error) error {
 		return ErrFinished
 	case errors.Is(err, store.ErrNotFailed):
 		return ErrNotFailed
+	case errors.As(err, &notFinished):
+		return notFinishedError(notFinished.Detail())
+	case errors.Is(err, store.ErrNotFinished):
+		return ErrNotFinished
 	case errors.Is(err, store.ErrClosed):
 		return ErrClosed
 	case errors.Is(err, store.ErrNotDisabled):

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/runlog/runlog/internal/walk"
 )
 
 // ErrNotReplayable: Replay takes only a finished job (succeeded, failed or
@@ -91,29 +93,20 @@ func (r *Runner) ReplayMatching(ctx context.Context, f ReplayFilter) (ReplayResu
 	default:
 		return ReplayResult{}, fmt.Errorf("%w: replay state %q: use succeeded, failed, cancelled or none for any finished job", ErrInvalid, f.State)
 	}
-	var matches []uint64
-	scanned := 0
-	for after := uint64(0); ; {
-		page, err := r.List(ctx, ListFilter{Target: f.Target, State: f.State, After: after, Limit: maxPage})
-		if err != nil {
-			return ReplayResult{}, err
-		}
-		for _, j := range page.Jobs {
-			if finished(j.State) && !j.FinishedAt.Before(f.Since) {
-				matches = append(matches, j.ID)
-			}
-		}
-		scanned += len(page.Jobs)
-		if len(matches) > MaxReplay {
-			return ReplayResult{}, fmt.Errorf("%w: more than %d jobs of %s match; replay fewer at a time (a later since, or one state)", ErrInvalid, MaxReplay, f.Target)
-		}
-		if page.Next == 0 {
-			break
-		}
-		if scanned >= maxReplayScan {
-			return ReplayResult{}, fmt.Errorf("%w: %s has more than %d jobs to look at; replay fewer at a time (one state)", ErrInvalid, f.Target, maxReplayScan)
-		}
-		after = page.Next
+	found, err := walk.Collect(ctx, MaxReplay, maxReplayScan, r.listPages(ListFilter{Target: f.Target, State: f.State}), func(j Job) bool {
+		return finished(j.State) && !j.FinishedAt.Before(f.Since)
+	})
+	switch {
+	case err != nil:
+		return ReplayResult{}, err
+	case found.Over:
+		return ReplayResult{}, fmt.Errorf("%w: more than %d jobs of %s match; replay fewer at a time (a later since, or one state)", ErrInvalid, MaxReplay, f.Target)
+	case found.Cut:
+		return ReplayResult{}, fmt.Errorf("%w: %s has more than %d jobs to look at; replay fewer at a time (one state)", ErrInvalid, f.Target, maxReplayScan)
+	}
+	matches := make([]uint64, len(found.Items))
+	for i, j := range found.Items {
+		matches[i] = j.ID
 	}
 	res := ReplayResult{Count: len(matches)}
 	if f.DryRun {

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/runlog/runlog/internal/server"
+	"github.com/runlog/runlog/internal/walk"
 )
 
 // bulkResult is the -o json answer of retry and cancel over many jobs (more
@@ -42,6 +45,9 @@ type bulkAction struct {
 	// defaults are the states a filter without --state selects.
 	defaults []string
 	one      func(c call, id uint64) (server.Job, error)
+	// noJob: one answers no job (discard: the job is gone), so one ID
+	// answers as many do.
+	noJob bool
 }
 
 // runBulk runs a over the IDs of c.pos, or over the jobs that f selects
@@ -53,7 +59,7 @@ func runBulk(a bulkAction, c call, f *filterFlags, yes, dryRun bool) error {
 	if len(c.pos) == 0 && !f.set() {
 		return usageError{fmt.Errorf("missing ID...: name the jobs to %s, or select them with a filter (--state, --kind, --target, --q) and --yes", a.name)}
 	}
-	if len(c.pos) == 1 && !dryRun {
+	if len(c.pos) == 1 && !dryRun && !a.noJob {
 		id, err := parseID(c.pos[0])
 		if err != nil {
 			return err
@@ -83,7 +89,7 @@ func runBulk(a bulkAction, c call, f *filterFlags, yes, dryRun bool) error {
 		for _, st := range states {
 			q := f.q
 			q.State = st
-			found, err := listIDs(c, q)
+			found, err := listIDs(c, q, maxBulkMatches-len(ids))
 			if err != nil {
 				return err
 			}
@@ -159,23 +165,50 @@ func runBulk(a bulkAction, c call, f *filterFlags, yes, dryRun bool) error {
 	return nil
 }
 
-// listIDs pages through the jobs of q, oldest first, and returns their ids.
-func listIDs(c call, q server.ListQuery) ([]uint64, error) {
-	q.Limit, q.Order, q.After = 1000, "oldest", ""
-	var ids []uint64
-	for {
-		page, err := c.c.List(c.ctx, q)
+// maxBulkMatches bounds the jobs one retry, cancel or discard by filter
+// acts on: beyond it nothing is done (narrow the filter), so that an
+// action is never half done by the bound.
+const maxBulkMatches = 10_000
+
+// listIDs pages through the jobs of q, oldest first, and returns their
+// ids: at most max, or an error saying to narrow the filter.
+func listIDs(c call, q server.ListQuery, max int) ([]uint64, error) {
+	q.Order = "oldest"
+	res, err := walk.Collect(c.ctx, max, 0, func(ctx context.Context, after uint64, limit int) ([]uint64, uint64, error) {
+		q.Limit, q.After = limit, ""
+		if after != 0 {
+			q.After = strconv.FormatUint(after, 10)
+		}
+		page, err := c.c.List(ctx, q)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		for _, j := range page.Jobs {
-			ids = append(ids, j.ID)
+		ids := make([]uint64, len(page.Jobs))
+		for i, j := range page.Jobs {
+			ids[i] = j.ID
 		}
-		if page.Next == "" {
-			return ids, nil
-		}
-		q.After = page.Next
+		next, err := parseCursor(page.Next)
+		return ids, next, err
+	}, nil)
+	if err != nil {
+		return nil, err
 	}
+	if res.Over {
+		return nil, fmt.Errorf("more than %d jobs match; nothing was done: narrow the filter (--state, --kind, --target, --q)", maxBulkMatches)
+	}
+	return res.Items, nil
+}
+
+// parseCursor reads the server's next-page cursor ("" after the last).
+func parseCursor(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("the server answered the page cursor %q, not a job id", s)
+	}
+	return n, nil
 }
 
 func contains(list []string, s string) bool {
@@ -219,5 +252,21 @@ func runRetry(argv []string, stdout, stderr io.Writer) int {
 	a := bulkAction{name: "retry", verb: "retried", states: []string{"failed", "cancelled"}, defaults: []string{"failed"},
 		one: func(c call, id uint64) (server.Job, error) { return c.c.Retry(c.ctx, id) }}
 	return clientCommand("retry", "ID... | --state S [--kind K] [--target T] [--q Q] --yes", argSpec{names: []string{"ID..."}, variadic: true, optional: true}, argv, stdout, stderr, extra,
+		func(c call) error { return runBulk(a, c, &f, yes, dryRun) })
+}
+
+func runDiscard(argv []string, stdout, stderr io.Writer) int {
+	var (
+		f           filterFlags
+		yes, dryRun bool
+	)
+	extra := func(fs *flag.FlagSet) {
+		bulkFlags(fs, &f, "succeeded, failed or cancelled (default: all three)", &yes, &dryRun)
+	}
+	a := bulkAction{name: "discard", verb: "discarded", states: []string{"succeeded", "failed", "cancelled"}, defaults: []string{"succeeded", "failed", "cancelled"},
+		one: func(c call, id uint64) (server.Job, error) {
+			return server.Job{ID: id, State: "discarded"}, c.c.Discard(c.ctx, id)
+		}, noJob: true}
+	return clientCommand("discard", "ID... | --state S [--kind K] [--target T] [--q Q] --yes", argSpec{names: []string{"ID..."}, variadic: true, optional: true}, argv, stdout, stderr, extra,
 		func(c call) error { return runBulk(a, c, &f, yes, dryRun) })
 }

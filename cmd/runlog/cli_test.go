@@ -32,6 +32,8 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"retry"}, "missing ID...: name the jobs to retry, or select them with a filter"},
 		{[]string{"cancel", "1", "--state", "pending"}, "give job IDs or a filter"},
 		{[]string{"retry", "--state", "pending", "--yes"}, `--state "pending": retry takes jobs in state failed or cancelled`},
+		{[]string{"discard"}, "missing ID...: name the jobs to discard, or select them with a filter"},
+		{[]string{"discard", "--state", "running", "--yes"}, `--state "running": discard takes jobs in state succeeded or failed or cancelled`},
 		{[]string{"stats", "--server", "127.0.0.1:7070"}, `--server "127.0.0.1:7070" (or RUNLOG_SERVER) is not a URL`},
 		{[]string{"journal"}, "runlog journal: missing the command"},
 		{[]string{"journal", "verify"}, "runlog journal verify: missing DIR"},
@@ -318,5 +320,38 @@ func TestCLIAgainstServer(t *testing.T) {
 	}
 	if code, _, errOut = runCLI(t, env, "replay"); code != exitUsage {
 		t.Errorf("replay with nothing: exit %d, %q; want a usage error", code, errOut)
+	}
+
+	// discard: a pending job is refused with the reason (cancel it first),
+	// a finished one goes (404 after); by filter: the count without --yes,
+	// then the discard of the cancelled jobs only.
+	pend, err := c.Enqueue(ctx, server.JobRequest{Kind: "http", URL: rec.srv.URL + "/ok", RunAt: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI(t, env, "discard", strconv.FormatUint(pend.ID, 10))
+	if code != exitFailure || !strings.Contains(errOut, "cancel it first") || !strings.Contains(errOut, "(HTTP 409 Conflict)") {
+		t.Errorf("discard of a pending job: exit %d, %q; want exit 1 saying to cancel it first", code, errOut)
+	}
+	code, out, errOut = runCLI(t, env, "discard", ids[0])
+	if code != 0 || !strings.Contains(out, "job "+ids[0]+" discarded") {
+		t.Errorf("discard ID: exit %d, %q %q", code, out, errOut)
+	}
+	if _, err := c.Job(ctx, failed[0]); err == nil {
+		t.Errorf("job %d is still there after its discard", failed[0])
+	}
+	if code, _, errOut = runCLI(t, env, "discard", "--state", "pending", "--yes"); code != exitUsage || !strings.Contains(errOut, "discard takes jobs in state succeeded or failed or cancelled") {
+		t.Errorf("discard --state pending: exit %d, %q; want a usage error", code, errOut)
+	}
+	code, out, errOut = runCLI(t, env, "discard", "--state", "cancelled")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "4 jobs match --state cancelled; nothing was done: add --yes to discard them") {
+		t.Errorf("discard --state cancelled: exit %d, %q %q", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, env, "discard", "--state", "cancelled", "--yes", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Matched != 4 || len(res.Done) != 4 {
+		t.Errorf("discard --state cancelled --yes: exit %d, %q %q", code, out, errOut)
+	}
+	if s, _ := c.Stats(ctx); s.Cancelled != 0 || s.Pending != 1 {
+		t.Errorf("after the discard of the cancelled jobs: %+v; want none cancelled, the pending job kept", s)
 	}
 }

@@ -51,6 +51,7 @@ func init() {
 		"job":      {summary: "show one job with its attempts: job ID", run: runJob},
 		"cancel":   {summary: "cancel jobs: cancel [--reason R] ID... | --state S ... --yes", run: runCancel},
 		"retry":    {summary: "run failed jobs again: retry ID... | --state failed ... --yes", run: runRetry},
+		"discard":  {summary: "remove finished jobs for good: discard ID... | --state S ... --yes", run: runDiscard},
 		"replay":   {summary: "re-send finished jobs as new jobs: replay ID... | --target T --since TIME [--state S] [--dry-run]", run: runReplay},
 		"targets":  {summary: "show each target's breaker and job counts", run: runTargets},
 		"queues":   {summary: "show each queue's concurrency, pause and job counts", run: runQueues},

@@ -66,6 +66,16 @@ func (h *handler) cancelOne(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// discardOne removes a finished job for good and shows the jobs of its
+// state (its own page is gone).
+func (h *handler) discardOne(w http.ResponseWriter, r *http.Request) {
+	h.oneJob(w, r, jobAction{
+		do:      func(r *http.Request, id uint64) error { return h.runner.Discard(r.Context(), id) },
+		refused: runlog.ErrNotFinished, notDone: "Job %d was not discarded: it has not finished (cancel it first).",
+		logged: "dashboard: job discarded", done: "Job %d is discarded.", to: "/jobs",
+	})
+}
+
 // jobAction is what a button on one job does and says.
 type jobAction struct {
 	do      func(r *http.Request, id uint64) error
@@ -73,6 +83,7 @@ type jobAction struct {
 	notDone string // the flash then (with the job's id)
 	logged  string // the log line when it is done
 	done    string // the flash then (with the job's id)
+	to      string // where to go when done instead of the job's page (it is gone)
 }
 
 // oneJob runs a on the job of the path and returns to the page the form
@@ -93,6 +104,9 @@ func (h *handler) oneJob(w http.ResponseWriter, r *http.Request, a jobAction) {
 		return
 	}
 	h.log.Info(a.logged, "id", id, "remote", r.RemoteAddr)
+	if a.to != "" && to == "/jobs/"+strconv.FormatUint(id, 10) {
+		to = a.to // the job's page is gone
+	}
 	done(w, r, to, fmt.Sprintf(a.done, id))
 }
 
@@ -151,7 +165,8 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// bulk cancels or retries the selected jobs (form fields "id", "action").
+// bulk retries, cancels or discards the selected jobs (form fields "id",
+// "action").
 func (h *handler) bulk(w http.ResponseWriter, r *http.Request) {
 	raw := r.PostForm["id"]
 	to := back(r, "/jobs")
@@ -172,153 +187,15 @@ func (h *handler) bulk(w http.ResponseWriter, r *http.Request) {
 		}
 		ids = append(ids, id)
 	}
-	var t tally
-	var msg string
-	switch action := r.PostForm.Get("action"); action {
-	case "retry":
-		for _, id := range ids {
-			t.add(h.runner.Retry(r.Context(), id), runlog.ErrNotFailed)
-		}
-		msg = t.report("Retried", "not failed or cancelled, or gone")
-	case "cancel":
-		reason := cancelReason(r)
-		for _, id := range ids {
-			t.add(h.runner.Cancel(r.Context(), id, reason), runlog.ErrFinished)
-		}
-		msg = t.report("Cancelled", "already finished, or gone")
-	default:
-		h.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("unknown action %q: use retry or cancel", action))
+	a, ok := h.manyAction(r, r.PostForm.Get("action"))
+	if !ok {
+		h.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("unknown action %q: use retry, cancel or discard", r.PostForm.Get("action")))
 		return
 	}
+	t := a.apply(r, ids)
 	if t.failed > 0 {
-		h.log.Error("dashboard: bulk action", "action", r.PostForm.Get("action"), "ok", t.ok, "failed", t.failed, "err", t.firstErr)
+		h.log.Error("dashboard: bulk action", "action", a.name, "ok", t.ok, "failed", t.failed, "err", t.firstErr)
 	}
-	h.log.Info("dashboard: bulk action", "action", r.PostForm.Get("action"), "ok", t.ok, "skipped", t.skipped, "remote", r.RemoteAddr)
-	done(w, r, to, msg)
-}
-
-// retryMatching retries every failed job matching the form's filter (kind,
-// target, q), paging through List, at most MaxRetryMatching per request.
-func (h *handler) retryMatching(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r.PostForm)
-	if err != nil {
-		h.errorPage(w, r, http.StatusBadRequest, err.Error())
-		return
-	}
-	f.State, f.After, f.Oldest = string(runlog.StateFailed), 0, true
-	to := back(r, "/failed")
-	var t tally
-	more := false
-	for {
-		lf := f.list(min(1000, MaxRetryMatching-t.ok-t.skipped-t.failed))
-		page, err := h.runner.List(r.Context(), lf)
-		if err != nil {
-			h.engineError(w, r, err)
-			return
-		}
-		for _, j := range page.Jobs {
-			t.add(h.runner.Retry(r.Context(), j.ID), runlog.ErrNotFailed)
-		}
-		if page.Next == 0 {
-			break
-		}
-		if t.ok+t.skipped+t.failed >= MaxRetryMatching {
-			more = true
-			break
-		}
-		f.After = page.Next
-	}
-	msg := t.report("Retried", "no longer failed")
-	if more {
-		msg += fmt.Sprintf(" More failed jobs match: this action retries at most %d at a time; run it again.", MaxRetryMatching)
-	}
-	h.log.Info("dashboard: retried matching failed jobs", "ok", t.ok, "skipped", t.skipped, "failed", t.failed, "more", more, "remote", r.RemoteAddr)
-	done(w, r, to, msg)
-}
-
-// retryGroup retries the failed jobs of one group of the failed page's
-// triage (form fields "by": reason, kind or target, and "group": its key,
-// plus the page's filter): the same bounded scan as the page, the newest
-// MaxGroupScan failed jobs, so it acts on the jobs the page counted.
-func (h *handler) retryGroup(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r.PostForm)
-	if err != nil {
-		h.errorPage(w, r, http.StatusBadRequest, err.Error())
-		return
-	}
-	by, key := r.PostForm.Get("by"), r.PostForm.Get("group")
-	var keyOf func(runlog.Job) string
-	switch by {
-	case "reason":
-		keyOf = func(j runlog.Job) string { return normalizeReason(j.Reason) }
-	case "kind":
-		keyOf = func(j runlog.Job) string { return j.Kind }
-	case "target":
-		keyOf = func(j runlog.Job) string { return j.Target }
-	default:
-		h.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("unknown grouping %q: use reason, kind or target", by))
-		return
-	}
-	var ids []uint64
-	if _, err := h.failedJobs(r.Context(), f, func(j runlog.Job) {
-		if keyOf(j) == key {
-			ids = append(ids, j.ID)
-		}
-	}); err != nil {
-		h.engineError(w, r, err)
-		return
-	}
-	var t tally
-	for _, id := range ids {
-		t.add(h.runner.Retry(r.Context(), id), runlog.ErrNotFailed)
-	}
-	h.log.Info("dashboard: retried a group of failed jobs", "by", by, "ok", t.ok, "skipped", t.skipped, "failed", t.failed, "remote", r.RemoteAddr)
-	msg := t.report("Retried", "no longer failed")
-	if len(ids) == 0 {
-		msg = "No failed job is left in this group: nothing was retried."
-	}
-	done(w, r, back(r, "/failed"), msg)
-}
-
-// cancelMatching cancels every pending or running job matching the form's
-// filter (state, kind, target, q), paging through List oldest first, at
-// most MaxRetryMatching per request.
-func (h *handler) cancelMatching(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r.PostForm)
-	if err != nil {
-		h.errorPage(w, r, http.StatusBadRequest, err.Error())
-		return
-	}
-	if f.State != string(runlog.StatePending) && f.State != string(runlog.StateRunning) {
-		h.errorPage(w, r, http.StatusBadRequest, "cancel all matching takes state pending or running: finished jobs cannot be cancelled")
-		return
-	}
-	f.After, f.Before, f.Oldest = 0, 0, true
-	reason := cancelReason(r)
-	var t tally
-	more := false
-	for {
-		page, err := h.runner.List(r.Context(), f.list(min(1000, MaxRetryMatching-t.ok-t.skipped-t.failed)))
-		if err != nil {
-			h.engineError(w, r, err)
-			return
-		}
-		for _, j := range page.Jobs {
-			t.add(h.runner.Cancel(r.Context(), j.ID, reason), runlog.ErrFinished)
-		}
-		if page.Next == 0 {
-			break
-		}
-		if t.ok+t.skipped+t.failed >= MaxRetryMatching {
-			more = true
-			break
-		}
-		f.After = page.Next
-	}
-	msg := t.report("Cancelled", "already finished, or gone")
-	if more {
-		msg += fmt.Sprintf(" More jobs match: this action cancels at most %d at a time; run it again.", MaxRetryMatching)
-	}
-	h.log.Info("dashboard: cancelled matching jobs", "state", f.State, "ok", t.ok, "skipped", t.skipped, "failed", t.failed, "more", more, "remote", r.RemoteAddr)
-	done(w, r, back(r, "/jobs"), msg)
+	h.log.Info("dashboard: bulk action", "action", a.name, "ok", t.ok, "skipped", t.skipped, "remote", r.RemoteAddr)
+	done(w, r, to, t.report(a.verb, a.skipWhy))
 }

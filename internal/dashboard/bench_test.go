@@ -16,15 +16,24 @@ import (
 
 // benchJobs is how many pending jobs BenchmarkPages holds: 1 M, or
 // RUNLOG_BENCH_JOBS for a quicker look.
-func benchJobs(b *testing.B) int {
-	if s := os.Getenv("RUNLOG_BENCH_JOBS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1000 {
-			b.Fatalf("RUNLOG_BENCH_JOBS=%q: want a number of jobs, at least 1000", s)
-		}
-		return n
+func benchJobs(b *testing.B) int { return benchEnv(b, "RUNLOG_BENCH_JOBS", 1_000_000, 1000) }
+
+// benchFinished is how many jobs BenchmarkPages runs to their end (a third
+// of them fail): 3 000, or RUNLOG_BENCH_FINISHED, for a mix of states.
+func benchFinished(b *testing.B) int { return benchEnv(b, "RUNLOG_BENCH_FINISHED", 3000, 3) }
+
+// benchEnv returns the number the environment variable name holds (at
+// least least), or def when it is not set.
+func benchEnv(b *testing.B, name string, def, least int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
 	}
-	return 1_000_000
+	n, err := strconv.Atoi(s)
+	if err != nil || n < least {
+		b.Fatalf("%s=%q: want a number of jobs, at least %d", name, s, least)
+	}
+	return n
 }
 
 // BenchmarkPages renders every page of the dashboard over a runner that
@@ -52,20 +61,27 @@ func BenchmarkPages(b *testing.B) {
 		}
 	}
 	var last uint64
-	for i := range 3000 {
-		kind := "ok"
-		if i%3 == 0 {
-			kind = "bad"
+	finished := benchFinished(b)
+	for i := 0; i < finished; i += len(batch) {
+		for j := range batch {
+			k := i + j
+			batch[j] = runlog.JobRequest{Kind: "ok", Target: fmt.Sprintf("partner-%02d.example", k%100)}
+			if k%3 == 0 {
+				batch[j].Kind = "bad"
+			}
 		}
-		last = bn.enqueue(kind, runlog.Target(fmt.Sprintf("partner-%02d.example", i%100)))
+		res, err := bn.runner.EnqueueMany(ctx, batch[:min(len(batch), finished-i)])
+		if err != nil {
+			b.Fatalf("enqueue batch at %d: %v", i, err)
+		}
+		last = res[len(res)-1].ID
 	}
-	bn.waitState(last, runlog.StateSucceeded)
-	st := testwait.Until(b, fmt.Sprintf("%d pending jobs and none running", n), func() (runlog.Stats, bool) {
+	st := testwait.UntilWithin(b, time.Hour, fmt.Sprintf("%d pending jobs, %d finished and none running", n, finished), func() (runlog.Stats, bool) {
 		st, err := bn.runner.Stats(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return st, st.Running == 0 && st.Pending == n
+		return st, st.Running == 0 && st.Pending == n && st.Succeeded+st.Failed == finished
 	})
 	b.Logf("%d jobs held (%d pending, %d succeeded, %d failed), set up in %v", st.Pending+st.Succeeded+st.Failed, st.Pending, st.Succeeded, st.Failed, time.Since(t0).Round(time.Millisecond))
 	pages := []struct{ name, path string }{
@@ -77,9 +93,12 @@ func BenchmarkPages(b *testing.B) {
 		{"jobs-kind", "/jobs?kind=bad"},
 		{"jobs-search", "/jobs?q=order-0999999"},
 		{"job-finished", "/jobs/" + strconv.FormatUint(last, 10)},
+		{"job-finished-oldest", "/jobs/" + strconv.FormatUint(uint64(n)+1, 10)},
 		{"job-pending", "/jobs/1"},
+		{"jobs-failed-tab", "/jobs?state=failed"},
 		{"failed", "/failed"},
 		{"targets", "/targets"},
+		{"schedules", "/schedules"},
 	}
 	for _, pg := range pages {
 		b.Run(pg.name, func(b *testing.B) {

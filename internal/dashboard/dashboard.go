@@ -127,6 +127,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /{$}", h.overview)
 	m.HandleFunc("GET /jobs", h.jobs)
 	m.HandleFunc("GET /jobs/{id}", h.job)
+	m.HandleFunc("GET /jobs/{id}/deferrals", h.deferrals)
 	m.HandleFunc("GET /failed", h.failed)
 	m.HandleFunc("GET /targets", h.targets)
 	m.HandleFunc("POST /targets/enable", h.enableTarget)
@@ -137,9 +138,12 @@ func (h *handler) routes() {
 	m.HandleFunc("POST /jobs/{id}/cancel", h.cancelOne)
 	m.HandleFunc("POST /jobs/{id}/replay", h.replayOne)
 	m.HandleFunc("POST /actions/bulk", h.bulk)
-	m.HandleFunc("POST /actions/retry-matching", h.retryMatching)
-	m.HandleFunc("POST /actions/retry-group", h.retryGroup)
-	m.HandleFunc("POST /actions/cancel-matching", h.cancelMatching)
+	m.HandleFunc("POST /actions/retry-matching", h.matching("retry"))
+	m.HandleFunc("POST /actions/retry-group", h.group("retry"))
+	m.HandleFunc("POST /actions/cancel-matching", h.matching("cancel"))
+	m.HandleFunc("POST /jobs/{id}/discard", h.discardOne)
+	m.HandleFunc("POST /actions/discard-matching", h.matching("discard"))
+	m.HandleFunc("POST /actions/discard-group", h.group("discard"))
 	// GET only, so that a wrong method on a page's path answers 405.
 	m.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("There is no page %s.", r.URL.Path))

@@ -157,7 +157,7 @@ func TestBadRequests(t *testing.T) {
 		})
 	}
 	res, body := b.post("/actions/bulk", url.Values{"id": {"1"}, "action": {"explode"}})
-	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "use retry or cancel") {
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "use retry, cancel or discard") {
 		t.Errorf("unknown bulk action: %d\n%s", res.StatusCode, body)
 	}
 	ids := url.Values{"action": {"retry"}}

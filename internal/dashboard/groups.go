@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/walk"
 )
 
 // MaxGroupScan is how many failed jobs, the newest first, the failed page
@@ -123,24 +124,11 @@ type groupsData struct {
 // match.
 func (h *handler) failedJobs(ctx context.Context, f filter, fn func(runlog.Job)) (more bool, err error) {
 	f.State, f.After, f.Oldest = string(runlog.StateFailed), 0, false
-	n := 0
-	for {
-		page, err := h.runner.List(ctx, f.list(min(1000, MaxGroupScan-n)))
-		if err != nil {
-			return false, err
-		}
-		for _, j := range page.Jobs {
-			fn(j)
-		}
-		n += len(page.Jobs)
-		if page.Next == 0 {
-			return false, nil
-		}
-		if n >= MaxGroupScan {
-			return true, nil
-		}
-		f.After = page.Next
-	}
+	return walk.Walk(ctx, MaxGroupScan, func(ctx context.Context, after uint64, limit int) ([]runlog.Job, uint64, error) {
+		f.After = after
+		page, err := h.runner.List(ctx, f.list(limit))
+		return page.Jobs, page.Next, err
+	}, func(j runlog.Job) bool { fn(j); return true })
 }
 
 // groupFailed groups the newest failed jobs matching f.

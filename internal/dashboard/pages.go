@@ -245,6 +245,9 @@ type listData struct {
 	// Cancellable: the filter selects only pending or running jobs, so
 	// "cancel all matching" applies.
 	Cancellable bool
+	// Discardable: the filter selects only finished jobs of one state, so
+	// "discard all matching" applies.
+	Discardable bool
 	// Exact is the job whose id is the search text, if there is one: the
 	// search matches substrings, so its row may be far down the pages.
 	Exact *runlog.Job
@@ -301,6 +304,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, failedPage bool) 
 	}
 	d.Tabs = stateTabs(st, f, path)
 	d.Cancellable = f.State == string(runlog.StatePending) || f.State == string(runlog.StateRunning)
+	d.Discardable = f.State == string(runlog.StateFailed) || f.State == string(runlog.StateSucceeded) || f.State == string(runlog.StateCancelled)
 	if failedPage && f.After == 0 && f.Before == 0 && len(d.Jobs) > 0 {
 		g, err := h.groupFailed(r.Context(), f)
 		if err != nil {
@@ -389,6 +393,7 @@ type jobData struct {
 	CanRetry    bool
 	CanCancel   bool
 	CanReplay   bool // finished: a replay re-sends it as a new job
+	CanDiscard  bool // finished: a discard removes it for good
 	Live        bool // not finished: the page refreshes itself
 	Timeline    []event
 }
@@ -457,6 +462,7 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 	case runlog.StatePending, runlog.StateRunning:
 		d.CanCancel, d.Live = true, true
 	}
+	d.CanDiscard = d.CanReplay
 	h.render(w, r, http.StatusOK, "job", pageData{Title: fmt.Sprintf("Job %d", j.ID), Nav: "jobs", Data: d})
 }
 

@@ -109,7 +109,7 @@ var pages = func() map[string]*template.Template {
 		"scheduleURL": scheduleURL,
 	}
 	out := make(map[string]*template.Template)
-	for _, name := range []string{"overview", "jobs", "job", "targets", "schedules", "login", "logout", "error"} {
+	for _, name := range []string{"overview", "jobs", "job", "targets", "schedules", "login", "logout", "error", "deferrals"} {
 		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/chart.html", "templates/"+name+".html"))
 	}

@@ -104,6 +104,8 @@ func (a *API) routes() {
 	m.HandleFunc("POST /v1/jobs/{id}/retry", a.retry)
 	m.HandleFunc("POST /v1/jobs/{id}/replay", a.replayJob)
 	m.HandleFunc("POST /v1/replay", a.replayMatching)
+	m.HandleFunc("DELETE /v1/jobs/{id}", a.discard)
+	m.HandleFunc("POST /v1/discard", a.discardMatching)
 	m.HandleFunc("GET /v1/targets", a.targets)
 	m.HandleFunc("PUT /v1/targets/secrets", a.putSecret)
 	m.HandleFunc("DELETE /v1/targets/secrets", a.deleteSecret)
@@ -127,12 +129,13 @@ func (a *API) routes() {
 	}
 	// The same paths without a method answer 405 in JSON; anything else 404.
 	allowed := map[string]string{
-		"/healthz": "GET", "/v1/jobs": "GET, POST", "/v1/jobs/{id}": "GET",
+		"/healthz": "GET", "/v1/jobs": "GET, POST", "/v1/jobs/{id}": "GET, DELETE",
 		"/v1/jobs/{id}/cancel": "POST", "/v1/jobs/{id}/retry": "POST",
-		"/v1/jobs/{id}/replay": "POST", "/v1/replay": "POST",
-		// Only GET: other methods on /v1/jobs/batch fall to /v1/jobs/{id}.
-		"GET /v1/jobs/batch": "POST",
-		"/v1/targets":        "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
+		"/v1/jobs/{id}/replay": "POST", "/v1/replay": "POST", "/v1/discard": "POST",
+		// Only GET and DELETE: other methods on /v1/jobs/batch fall to
+		// /v1/jobs/{id}.
+		"GET /v1/jobs/batch": "POST", "DELETE /v1/jobs/batch": "POST",
+		"/v1/targets": "GET", "/v1/stats": "GET", "/v1/openapi.yaml": "GET",
 		"/v1/targets/secrets": "PUT, DELETE",
 		"/v1/targets/enable":  "POST",
 		"/v1/backup":          "GET",
@@ -653,7 +656,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, runlog.ErrNotFound), errors.Is(err, ErrSecretNotFound), targetNotDisabled(err):
 		return http.StatusNotFound
-	case errors.Is(err, runlog.ErrFinished), errors.Is(err, runlog.ErrNotFailed), errors.Is(err, runlog.ErrNotReplayable):
+	case errors.Is(err, runlog.ErrFinished), errors.Is(err, runlog.ErrNotFailed), errors.Is(err, runlog.ErrNotReplayable), errors.Is(err, runlog.ErrNotFinished):
 		return http.StatusConflict
 	case errors.Is(err, runlog.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge

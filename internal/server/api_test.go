@@ -223,7 +223,8 @@ func TestRefusedRequestsStoreNothing(t *testing.T) {
 		{"cancel oversize", "POST", "/v1/jobs/1/cancel", `{"reason":"` + strings.Repeat("r", 5000) + `"}`, 413},
 		{"retry unknown", "POST", "/v1/jobs/424242/retry", "", 404},
 		{"wrong method", "PUT", "/v1/jobs", "", 405},
-		{"wrong method on job", "DELETE", "/v1/jobs/1", "", 405},
+		{"wrong method on job", "PATCH", "/v1/jobs/1", "", 405},
+		{"wrong method on batch", "DELETE", "/v1/jobs/batch", "", 405},
 		{"no such path", "GET", "/v2/jobs", "", 404},
 		{"bad state filter", "GET", "/v1/jobs?state=dead", "", 400},
 		{"bad limit", "GET", "/v1/jobs?limit=0", "", 400},
@@ -567,7 +568,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		}
 	}
 	served := []string{"/healthz", "/v1/jobs", "/v1/jobs/batch", "/v1/jobs/{id}", "/v1/jobs/{id}/cancel", "/v1/jobs/{id}/retry",
-		"/v1/jobs/{id}/replay", "/v1/replay", "/v1/targets", "/v1/targets/secrets", "/v1/targets/enable", "/v1/stats", "/v1/openapi.yaml", "/metrics", "/v1/backup",
+		"/v1/jobs/{id}/replay", "/v1/replay", "/v1/discard", "/v1/targets", "/v1/targets/secrets", "/v1/targets/enable", "/v1/stats", "/v1/openapi.yaml", "/metrics", "/v1/backup",
 		"/v1/queues", "/v1/queues/{name}", "/v1/queues/{name}/pause", "/v1/queues/{name}/resume",
 		"/v1/schedules", "/v1/schedules/{name}", "/v1/schedules/{name}/pause", "/v1/schedules/{name}/resume"}
 	for _, p := range served {

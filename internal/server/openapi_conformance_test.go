@@ -52,6 +52,11 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	pendingID := strconv.FormatUint(later.ID, 10)
+	toDiscard, err := b.client.Enqueue(ctx, JobRequest{Kind: "http", URL: b.target.URL + "/", RunAt: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	discardID := strconv.FormatUint(toDiscard.ID, 10)
 	failedJob, err := b.client.Job(ctx, created.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +101,15 @@ func TestOpenAPIConformance(t *testing.T) {
 		{"POST", "/v1/jobs/" + id + "/retry", auth, "", 200},
 		{"POST", "/v1/jobs/" + pendingID + "/retry", auth, "", 409},
 		{"POST", "/v1/jobs/999999/retry", auth, "", 404},
+		{"DELETE", "/v1/jobs/" + discardID, auth, "", 409},
+		{"POST", "/v1/jobs/" + discardID + "/cancel", auth, "", 200},
+		{"DELETE", "/v1/jobs/" + discardID, auth, "", 204},
+		{"DELETE", "/v1/jobs/" + discardID, auth, "", 404},
+		{"DELETE", "/v1/jobs/" + discardID, "", "", 401},
+		{"POST", "/v1/discard", auth, `{"state":"cancelled","dry_run":true}`, 200},
+		{"POST", "/v1/discard", auth, `{"state":"cancelled","kind":"http"}`, 200},
+		{"POST", "/v1/discard", auth, `{"state":"pending"}`, 400},
+		{"POST", "/v1/discard", auth, `{}`, 400},
 		{"GET", "/v1/targets", auth, "", 200},
 		{"POST", "/v1/targets/enable", auth, enableGone, 200},
 		{"POST", "/v1/targets/enable", auth, enableGone, 404},
@@ -198,7 +212,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	if err := openapi3filter.ValidateResponse(ctx, bad); err == nil {
 		t.Error("a stats answer with a string count passed the validation")
 	}
-	for _, op := range []string{"health", "enqueueJob", "enqueueJobs", "listJobs", "getJob", "cancelJob", "retryJob", "listTargets", "enableTarget", "getStats", "getOpenAPI", "getMetrics", "getBackup",
+	for _, op := range []string{"health", "enqueueJob", "enqueueJobs", "listJobs", "getJob", "cancelJob", "retryJob", "discardJob", "discardJobs", "replayJob", "replayJobs", "listTargets", "enableTarget", "getStats", "getOpenAPI", "getMetrics", "getBackup",
 		"createSchedule", "listSchedules", "getSchedule", "updateSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule"} {
 		if !seen[op] {
 			t.Errorf("operation %s not exercised", op)

@@ -54,13 +54,8 @@ func (a *API) replayJob(w http.ResponseWriter, r *http.Request) {
 
 // replayMatching answers POST /v1/replay.
 func (a *API) replayMatching(w http.ResponseWriter, r *http.Request) {
-	body, ok := a.readBody(w, r)
-	if !ok {
-		return
-	}
 	var in ReplayRequest
-	if err := decodeStrict(body, &in, `{"target": "...", "since": "RFC 3339", "state": "failed|succeeded|cancelled|any", "dry_run": true}`); err != nil {
-		a.fail(w, r, err)
+	if !a.decodeBody(w, r, &in, `{"target": "...", "since": "RFC 3339", "state": "failed|succeeded|cancelled|any", "dry_run": true}`) {
 		return
 	}
 	f, err := in.filter()

@@ -68,6 +68,8 @@ const flagBreakerFailed = 1
 //	schedule (kind 13, id 0) the schedule change (putScheduleChange)
 //	target   (kind 16, id 0) string target, byte disable (0, 1), string
 //	         reason (putTargetChange)
+//	discard  (kind 14) the job's image (Op.Image, without its payload) as
+//	         a snapshot of version 2 holds a job
 //
 // Fields a kind does not list are not written. Encode does not validate: an
 // op with kind 0 or above OpSnooze, id 0, or an OpEnqueue without a Spec
@@ -131,6 +133,8 @@ func Encode(dst []byte, op *Op) []byte {
 		dst = putScheduleChange(dst, op.Sched)
 	case OpTarget:
 		dst = putTargetChange(dst, op.Life)
+	case OpDiscard:
+		dst = appendDiscardImage(dst, op)
 	}
 	return dst
 }
@@ -162,7 +166,7 @@ func Decode(b []byte) (Op, error) {
 	if v == ExtFormatVersion && op.Kind != OpEnqueue {
 		return Op{}, d.fail("a %v op in a version %d record (only enqueues carry a spec extension)", op.Kind, v)
 	}
-	if op.Kind < OpEnqueue || (op.Kind > OpSchedule && op.Kind != OpTarget) {
+	if (op.Kind < OpEnqueue || op.Kind > OpSchedule) && op.Kind != OpDiscard && op.Kind != OpTarget {
 		return Op{}, d.fail("unknown op kind %d", b[1])
 	}
 	d.off = 2
@@ -234,6 +238,8 @@ func Decode(b []byte) (Op, error) {
 		op.Sched = d.scheduleChange()
 	case OpTarget:
 		op.Life = d.targetChange()
+	case OpDiscard:
+		op.Image = d.discardImage(op.ID)
 	}
 	if d.err == nil && d.off != len(b) {
 		d.failAt("%d trailing bytes after a %v op", len(b)-d.off, op.Kind)

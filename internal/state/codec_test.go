@@ -65,6 +65,10 @@ func goldenOps() []struct {
 		{"schedule-skip", Op{Kind: OpSchedule, At: 1700000005000, Sched: &ScheduleChange{Action: SchedSkip, Name: "tick.1s", Tick: 1700000005000}}},
 		{"target-disable", Op{Kind: OpTarget, At: 1700000006000, Life: &TargetChange{Target: "http://127.0.0.1:9000/hook", Disable: true, Reason: "the target answered gone: http 410"}}},
 		{"target-enable", Op{Kind: OpTarget, At: 1700000007000, Life: &TargetChange{Target: "http://127.0.0.1:9000/hook"}}},
+		{"discard", Op{Kind: OpDiscard, ID: 7, At: 1700000009000, Image: &Job{ID: 7, State: Failed, Due: 1700000000000, FirstDue: 1700000000000,
+			EnqueuedAt: 1700000000000, FinishedAt: 1700000002000, Fails: 1, Started: 1, Reason: "permanent failure: 404", Part: 1700604800000,
+			Spec:     &Spec{Kind: "email", Target: "smtp://mail.example.com:25", Key: "order-42", Policy: retry.Policy{Attempts: 3}, Queue: "bulk"},
+			Attempts: []Attempt{{N: 1, StartedAt: 1700000001000, EndedAt: 1700000002000, Class: retry.Permanent, Ended: true, Error: "404"}}}}},
 	}
 }
 
@@ -107,6 +111,12 @@ func TestGoldenEncoding(t *testing.T) {
 			}
 		}
 	}
+}
+
+// discardRecord is the record of an OpDiscard of job id whose image is job
+// 7 in state st with payload p.
+func discardRecord(id uint64, st JobState, p []byte) []byte {
+	return Encode(nil, &Op{Kind: OpDiscard, ID: id, At: 1, Image: &Job{ID: 7, State: st, Spec: &Spec{Kind: "k", Payload: p}}})
 }
 
 // TestEncodeFirstBytes pins the layout by hand for one record, so the
@@ -162,6 +172,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"retry without due", valid[:len(valid)-1], "due: varint runs past the end", false},
 		{"enqueue cut in a string", enq[:30], "target: length 26 but only 8 bytes left", false},
 		{"enqueue cut in the policy", enq[:len(enq)-2], "timeout: varint runs past the end", false},
+		{"discard without image", []byte{1, byte(OpDiscard), 1, 0}, "id: varint runs past the end", false},
+		{"discard of another job's image", discardRecord(8, Failed, nil), "discard of job 8 carries an image of job 7", false},
+		{"discard of a pending job", discardRecord(7, Pending, nil), "in state pending", false},
+		{"discard image with a payload", discardRecord(7, Failed, []byte("p")), "with 1 payload bytes", false},
 		{"empty extension block", extRecord(0), "empty spec extension block", false},
 		{"extension tags out of order", extRecord(2, extPriority, 2, extQueue, 1, 'q'), "tag 1 after tag 2", false},
 		{"extension tag repeated", extRecord(2, extPriority, 2, extPriority, 4), "tag 2 after tag 2", false},
@@ -314,6 +328,14 @@ func opDiff(a, b Op) string {
 	if (sa == nil) != (sb == nil) || (sa != nil && !specEqual(sa, sb)) {
 		return fmt.Sprintf("spec %+v vs %+v", sa, sb)
 	}
+	if (a.Image == nil) != (b.Image == nil) {
+		return fmt.Sprintf("image %v vs %v", a.Image != nil, b.Image != nil)
+	}
+	if a.Image != nil {
+		if d := jobDiff(a.Image, b.Image); d != "" {
+			return "image: " + d
+		}
+	}
 	return ""
 }
 
@@ -383,7 +405,7 @@ func TestStoredValuesFrozen(t *testing.T) {
 // a rename (OpRetry became OpRequeue and OpRevive became OpRetry) must
 // never move a code, or old journals would replay as other ops.
 func TestOpCodesFrozen(t *testing.T) {
-	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpQueue: 10, OpSnooze: 11, OpSchedule: 13, OpTarget: 16} {
+	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpQueue: 10, OpSnooze: 11, OpSchedule: 13, OpDiscard: 14, OpTarget: 16} {
 		if byte(k) != want {
 			t.Errorf("%v has code %d; its code is %d, frozen by the journal format", k, byte(k), want)
 		}

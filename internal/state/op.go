@@ -86,6 +86,8 @@ func (k Kind) String() string {
 		return "schedule"
 	case OpTarget:
 		return "target"
+	case OpDiscard:
+		return "discard"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

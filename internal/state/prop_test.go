@@ -391,6 +391,52 @@ func (m *sim) stale() {
 	}
 }
 
+// discard journals an OpDiscard of a random job, as a store would (with the
+// job's image), or of a job the state does not hold: a finished job whose
+// attempts have ended leaves the state, its count and its key; any other
+// discard changes nothing.
+func (m *sim) discard() {
+	id := m.anyID()
+	j, ok := m.live.Job(id)
+	op := Op{Kind: OpDiscard, ID: id, At: m.now}
+	if !ok {
+		// A job the state does not hold (the sim evicts none): never
+		// enqueued, or dropped with its partition, which ends by the
+		// horizon.
+		op.Image = &Job{ID: id, State: Failed, Part: m.live.Horizon(), Spec: &Spec{Kind: "k"}}
+		counts := m.live.Counts()
+		m.step(op)
+		if m.live.Counts() != counts {
+			m.t.Fatalf("discard of job %d, which the state does not hold, changed the counts", id)
+		}
+		return
+	}
+	op.Image = DiscardImage(j)
+	if !op.Image.State.Finished() {
+		// A stale image (the store checks the job it holds, not the op's
+		// image): the record says finished, the state knows better.
+		op.Image.State = Failed
+	}
+	counts, verdict, key := m.live.Counts(), Discardable(j), j.Spec.Key
+	before := *j
+	m.step(op)
+	_, still := m.live.Job(id)
+	if verdict != DiscardOK {
+		if !still || m.live.Counts() != counts || jobDiff(&before, j) != "" {
+			m.t.Fatalf("discard of job %d (%v, verdict %d) changed it", id, before.State, verdict)
+		}
+		return
+	}
+	want := counts
+	want.add(before.State, -1)
+	if still || m.live.Counts() != want {
+		m.t.Fatalf("discard of job %d (%v): still held %v, counts %+v, want %+v", id, before.State, still, m.live.Counts(), want)
+	}
+	if _, held := m.live.ByKey(key); key != "" && held {
+		m.t.Fatalf("discard of job %d kept its key %q", id, key)
+	}
+}
+
 // TestReplayEqualsLive is the property the journal relies on: for random
 // sequences of ops made by the decision functions, random outcomes and
 // times, and random cancels, revives, enqueues with keys, restarts and
@@ -412,7 +458,7 @@ func TestReplayEqualsLive(t *testing.T) {
 		m := &sim{t: t, cfg: cfg, live: New(cfg), now: rapid.Int64Range(1<<20, 1<<41).Draw(t, "start")}
 		steps := rapid.IntRange(1, 200).Draw(t, "steps")
 		for range steps {
-			switch rapid.IntRange(0, 16).Draw(t, "action") {
+			switch rapid.IntRange(0, 17).Draw(t, "action") {
 			case 0, 1:
 				m.enqueue()
 			case 2, 3, 4:
@@ -448,6 +494,8 @@ func TestReplayEqualsLive(t *testing.T) {
 				m.tick()
 			case 16:
 				m.setTarget()
+			case 17:
+				m.discard()
 			}
 		}
 		m.replay()

@@ -108,6 +108,7 @@ type State struct {
 	lingering []*Job
 	seq       uint64 // the caller's tag for the ops it applies (SetSeq)
 	retried   bool   // the last op was an OpRetry that applied
+	discarded bool   // the last op was an OpDiscard that applied (discard.go)
 
 	schedules map[string]*Schedule // by name (schedules.go)
 
@@ -196,7 +197,7 @@ func (s *State) Apply(op *Op) {
 		// jobs from the live state, which the frozen one still holds).
 		s.preserve(op.ID)
 	}
-	s.retried = false
+	s.retried, s.discarded = false, false
 	switch op.Kind {
 	case OpEnqueue:
 		s.enqueue(op)
@@ -214,6 +215,8 @@ func (s *State) Apply(op *Op) {
 		s.schedule(op)
 	case OpTarget:
 		s.applyTarget(op)
+	case OpDiscard:
+		s.discarded = s.discard(op)
 	}
 }
 

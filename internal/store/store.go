@@ -30,6 +30,9 @@ var (
 	ErrFinished = errors.New("store: job already finished")
 	// ErrNotFailed: only a failed or cancelled job can be retried by hand.
 	ErrNotFailed = errors.New("store: job is not failed or cancelled")
+	// ErrNotFinished: only a finished job (succeeded, failed, cancelled)
+	// whose attempts have all ended can be discarded.
+	ErrNotFinished = errors.New("store: job is not finished")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
 	// ErrNotDisabled: EnableTarget of a target that is not disabled.
@@ -218,6 +221,11 @@ type Store interface {
 	// Retry makes a failed or cancelled job pending again, due now, with a
 	// fresh budget.
 	Retry(ctx context.Context, now int64, id uint64) error
+	// Discard removes a finished job for good, before its retention ends,
+	// and frees its idempotency key (state.Discardable is the rule): a
+	// pending or running job, or one cancelled while running whose attempt
+	// has not ended, is refused with ErrNotFinished.
+	Discard(ctx context.Context, now int64, id uint64) error
 	// NextDue reports the earliest due time among pending jobs.
 	NextDue() (int64, bool)
 	// Job returns a copy of one job.

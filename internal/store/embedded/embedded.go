@@ -460,14 +460,8 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 
 // Cancel implements store.Store.
 func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string) (bool, error) {
-	s.mu.Lock()
-	if err := s.usableLocked(); err != nil {
-		s.mu.Unlock()
-		return false, err
-	}
-	job, err := s.jobLocked(id)
+	job, err := s.lockJob(id)
 	if err != nil {
-		s.mu.Unlock()
 		return false, err
 	}
 	if job.State != state.Pending && job.State != state.Running {
@@ -480,16 +474,27 @@ func (s *Store) Cancel(ctx context.Context, now int64, id uint64, reason string)
 	return running, wait()
 }
 
-// Retry implements store.Store.
-func (s *Store) Retry(ctx context.Context, now int64, id uint64) error {
+// lockJob takes s.mu, for a change to job id, and returns a copy of the
+// job (see jobLocked); on an error (the store takes no changes, no such
+// job) it releases the lock.
+func (s *Store) lockJob(id uint64) (state.Job, error) {
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
-		return err
+		return state.Job{}, err
 	}
 	job, err := s.jobLocked(id)
 	if err != nil {
 		s.mu.Unlock()
+		return state.Job{}, err
+	}
+	return job, nil
+}
+
+// Retry implements store.Store.
+func (s *Store) Retry(ctx context.Context, now int64, id uint64) error {
+	job, err := s.lockJob(id)
+	if err != nil {
 		return err
 	}
 	if job.State != state.Failed && job.State != state.Cancelled {
@@ -549,6 +554,9 @@ func (s *Store) jobLocked(id uint64) (state.Job, error) {
 	if job, ok := s.st.Job(id); ok {
 		return copyJob(job), nil
 	}
+	if s.sp.discardingLocked(id) {
+		return state.Job{}, store.ErrNotFound
+	}
 	parts, _ := s.st.Parts()
 	j, err := s.tbl.finished(id, parts)
 	if err != nil {
@@ -570,7 +578,11 @@ func (s *Store) byKeyLocked(key string) (uint64, bool, error) {
 	if len(parts) == 0 {
 		return 0, false, nil
 	}
-	return s.tbl.byKey(key, parts)
+	id, ok, err := s.tbl.byKey(key, parts)
+	if ok && s.sp.discardingLocked(id) {
+		return 0, false, err
+	}
+	return id, ok, err
 }
 
 // readableLocked reports why the state cannot be read, or nil. After a
@@ -684,7 +696,9 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 	if len(parts) == 0 {
 		return nil, nil
 	}
-	inMemory := func(id uint64) bool { _, ok := s.st.Job(id); return ok }
+	// A job memory holds hides its copy in the table; a discarded one
+	// hides it until the spiller deletes it.
+	inMemory := func(id uint64) bool { _, ok := s.st.Job(id); return ok || s.sp.discardingLocked(id) }
 	if f.Search == "" {
 		return s.tbl.list(tableQuery{state: f.State, kind: f.Kind, target: f.Target, schedule: f.Schedule, after: f.After, desc: !f.Oldest, limit: limit, skip: inMemory}, parts)
 	}

@@ -19,12 +19,14 @@ import (
 
 // effect is a change to the job table that an op makes besides the
 // evictions the spiller does on its own: the deletion of a finished job's
-// keys when a retry by hand takes it back (image), or the range deletion of
-// the partitions an expire dropped (dropAt).
+// keys when a retry by hand takes it back or a discard removes it (image;
+// a discard also deletes a payload spilled before the job finished), or
+// the range deletion of the partitions an expire dropped (dropAt).
 type effect struct {
-	seq    uint64
-	image  *state.Job
-	dropAt int64
+	seq     uint64
+	image   *state.Job
+	discard bool
+	dropAt  int64
 }
 
 // appendEffect appends the table change of op, journal record seq, which
@@ -35,6 +37,8 @@ func appendEffect(fx []effect, seq uint64, op *state.Op, st *state.State) []effe
 		return append(fx, effect{seq: seq, image: op.Image})
 	case op.Kind == state.OpExpire:
 		return append(fx, effect{seq: seq, dropAt: op.At})
+	case op.Kind == state.OpDiscard && st.DiscardApplied():
+		return append(fx, effect{seq: seq, image: op.Image, discard: true})
 	}
 	return fx
 }
@@ -71,6 +75,10 @@ type spiller struct {
 	// spill deletes that copy; a job enqueued since is spilled only if
 	// memory says so.
 	openedBelow uint64
+	// discarding holds the ids of the discards among effects: jobs gone
+	// from the state whose table keys are not deleted yet, which reads
+	// must not show (guarded by s.mu).
+	discarding map[uint64]struct{}
 
 	wake chan struct{}
 	quit chan struct{}
@@ -98,7 +106,12 @@ func newSpiller(s *Store, budget int64, fx []effect) *spiller {
 	if budget == 0 {
 		budget = DefaultPayloadCacheBytes
 	}
-	sp := &spiller{s: s, budget: budget, effects: fx, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	sp := &spiller{s: s, budget: budget, effects: fx, discarding: make(map[uint64]struct{}), wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	for _, e := range fx {
+		if e.discard {
+			sp.discarding[e.image.ID] = struct{}{}
+		}
+	}
 	sp.cond = sync.NewCond(&s.mu)
 	return sp
 }
@@ -153,12 +166,15 @@ func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 				urgent = true
 			}
 		}
-	case state.OpRetry, state.OpExpire:
+	case state.OpRetry, state.OpExpire, state.OpDiscard:
 		n := len(sp.effects)
 		sp.effects = appendEffect(sp.effects, seq, op, st)
 		urgent = len(sp.effects) > n
 		if op.Kind == state.OpRetry && urgent && op.Image != nil {
 			sp.resident += int64(len(op.Image.Spec.Payload))
+		}
+		if op.Kind == state.OpDiscard && urgent {
+			sp.discarding[op.ID] = struct{}{}
 		}
 	}
 	// Wake the spiller only when there is something for it: urgent work,
@@ -335,6 +351,9 @@ func (sp *spiller) round() (bool, error) {
 	for _, e := range fx {
 		if e.image != nil {
 			deleteFinished(b, e.image)
+			if e.discard {
+				b.Delete(payloadKey(e.image.ID), nil)
+			}
 		} else {
 			dropParts(b, e.dropAt)
 		}
@@ -367,6 +386,11 @@ func (sp *spiller) round() (bool, error) {
 		return false, tableError(s.tbl.path, err)
 	}
 	s.mu.Lock()
+	for _, e := range fx {
+		if e.discard {
+			delete(sp.discarding, e.image.ID)
+		}
+	}
 	sp.effects = sp.effects[nfx:]
 	for i := range jobs {
 		j := &jobs[i].job

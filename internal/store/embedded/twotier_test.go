@@ -210,7 +210,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				crashed = mem.CrashClone(rand.New(rand.NewPCG(uint64(step), 7)))
 			}
 			now += rapid.Int64Range(0, 900).Draw(rt, "dt")
-			switch rapid.IntRange(0, 12).Draw(rt, "action") {
+			switch rapid.IntRange(0, 13).Draw(rt, "action") {
 			case 0, 1:
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				jobs := make([]store.NewJob, n)
@@ -305,6 +305,13 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				maxID = max(maxID, s.st.NextID()-1)
 			case 12:
 				if _, err := s.EnableTarget(ctx, now, rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "enable")); err != nil && !errors.Is(err, store.ErrNotDisabled) {
+					rt.Fatal(err)
+				}
+			case 13:
+				// A discard, of a job in memory or in the table; an
+				// unfinished or unknown one is refused.
+				id := rapid.Uint64Range(1, maxID+1).Draw(rt, "discard")
+				if err := s.Discard(ctx, now, id); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrNotFinished) {
 					rt.Fatal(err)
 				}
 			}

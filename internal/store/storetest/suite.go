@@ -67,6 +67,7 @@ func Run(t *testing.T, open Opener) {
 		{"Breaker", testBreaker},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
+		{"Discard", testDiscard},
 		{"StatsAndNextDue", testStatsAndNextDue},
 		{"ListFiltersAndPages", testList},
 		{"Expire", testExpire},
