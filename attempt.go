@@ -88,6 +88,7 @@ func (r *Runner) startAttempt(c store.Claim) {
 		e := ended{Outcome: store.Outcome{ID: c.ID, Attempt: c.Attempt, Output: ac.output()}, kind: c.Kind, target: c.Target}
 		out := &e.Outcome
 		out.Class, out.AfterMS, out.Error = classify(err)
+		out.AfterMS = min(out.AfterMS, r.cfg.MaxRetryAfter.Milliseconds())
 		if d, ok := snoozed(err); ok {
 			out.Class, out.Snooze, out.AfterMS = 0, true, d.Milliseconds()
 		}

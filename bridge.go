@@ -20,6 +20,7 @@ func init() {
 		clock := cfg.Clock
 		st, err := open(bridge.StoreOptions{
 			Circuit:   cfg.Breaker.circuit(),
+			Limits:    cfg.limitConfig(),
 			Retention: cfg.Retention.rules(),
 			Now:       func() int64 { return clock.Now().UnixMilli() },
 			Logger:    cfg.Logger,

@@ -70,6 +70,7 @@ func OpenWith(ctx context.Context, url string, cfg runlog.Config, opts Options) 
 	r, err := bridge.Start(cfg, func(o bridge.StoreOptions) (store.Store, error) {
 		st, err := pgstore.Open(ctx, url, pgstore.Options{
 			Circuit:     o.Circuit,
+			Limits:      o.Limits,
 			Now:         o.Now,
 			Migrate:     !opts.NoMigrate,
 			Node:        opts.Node,

@@ -22,6 +22,8 @@ import (
 type StoreOptions struct {
 	// Circuit configures every target's breaker.
 	Circuit retry.Circuit
+	// Limits are the configured rate limits (nil: none).
+	Limits *state.LimitConfig
 	// Retention says how long finished jobs are kept (nil: forever).
 	Retention *state.Retention
 	// Now is the runner's clock, in ms since the Unix epoch.

@@ -41,7 +41,10 @@ type QueueView interface {
 // each is offered, it starts, defers or fails each (AdmitJob), holds back
 // a job whose target has PerTarget attempts running (those running before
 // the claim plus those it starts) and the jobs of a paused queue or of a
-// queue at its concurrency (SetQueues), and stops once it has started Max
+// queue at its concurrency (SetQueues), then, for a job the breaker
+// admits, applies its target's flow control (WithFlows, AdmitFlow: held
+// while the slow start's window is full, deferred while the target holds
+// or its bucket is empty), and stops once it has started Max
 // attempts or made 4096 deferrals and failures. It changes nothing: the
 // caller applies each planned op, so that the next job sees its effect on
 // the breaker. A PostgreSQL claim that reads its due rows in rounds feeds
@@ -56,6 +59,18 @@ type Planner struct {
 	held           int
 	byTarget       map[string]int // starts per target, when perTarget > 0
 	queues         QueueView      // nil: every queue unpaused, unbounded
+	// flow, when not nil, returns a target's flow control state and the
+	// limit in force, as it stands when a job is offered (WithFlows).
+	flow func(target string) (Flow, retry.Limit)
+}
+
+// WithFlows makes the planner apply the targets' flow control (AdmitFlow:
+// the ramp, the hold, the rate limit) after the breaker has admitted a
+// job: flow returns a target's Flow and limit in force, as the ops planned
+// so far left them. A store with no flow kept and no limit configured
+// (State.HasFlows) need not call it.
+func (p *Planner) WithFlows(flow func(target string) (Flow, retry.Limit)) {
+	p.flow = flow
 }
 
 // SetQueues makes the planner hold back the jobs of paused queues and of
@@ -99,6 +114,16 @@ func (p *Planner) Plan(f Facts, target string, br retry.Breaker) (Op, Verdict) {
 		}
 	}
 	op := AdmitJob(f, br, p.c, p.now)
+	if op.Kind == OpStart && p.flow != nil {
+		fl, lim := p.flow(target)
+		switch v, due := AdmitFlow(fl, lim, p.now); v {
+		case FlowHold:
+			p.held++
+			return Op{}, Held
+		case FlowDefer:
+			op = Op{Kind: OpDefer, ID: f.ID, At: p.now, Due: due}
+		}
+	}
 	if op.Kind != OpStart {
 		p.decisions++
 		return op, Planned

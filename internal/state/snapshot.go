@@ -42,6 +42,9 @@ func (s *State) sections() []section {
 	if b := s.queueSection(); b != nil {
 		secs = append(secs, section{tag: sectionQueues, body: b})
 	}
+	if sec, ok := s.flowSection(); ok {
+		secs = append(secs, sec)
+	}
 	if len(s.schedules) > 0 {
 		secs = append(secs, section{tag: sectionSchedules, body: s.schedulesSection()})
 	}
@@ -61,6 +64,8 @@ func (s *State) readSection(tag uint64, d *decoder) {
 		s.readQueueSection(d)
 	case sectionSchedules:
 		s.readSchedules(d)
+	case sectionFlows:
+		s.readFlows(d)
 	default:
 		d.newer("snapshot section %d, which this build does not know", tag)
 	}

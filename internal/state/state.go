@@ -19,6 +19,9 @@ type Config struct {
 	// another (see State): it places each finished job in its expiry
 	// partition. nil keeps finished jobs forever.
 	Retention *Retention
+	// Limits are the configured rate limits (nil for none): see
+	// LimitConfig. Like Circuit, they are not journaled.
+	Limits *LimitConfig
 }
 
 // Counts is how many jobs are in each state.
@@ -77,6 +80,7 @@ type State struct {
 	running    []*Job // unordered; a running job's index is its position
 	keys       map[string]uint64
 	breakers   map[string]retry.Breaker // only the non-zero ones
+	flows      map[string]Flow          // only the non-zero ones (limits.go)
 	names      map[string]string        // interned job kinds and targets
 	lastKind   string                   // the last kind and target interned: a fast path
 	lastTarget string
@@ -113,6 +117,7 @@ func New(cfg Config) *State {
 		cfg:       cfg,
 		keys:      make(map[string]uint64),
 		breakers:  make(map[string]retry.Breaker),
+		flows:     make(map[string]Flow),
 		names:     make(map[string]string),
 		load:      make(map[string]*Counts),
 		nextID:    1,
@@ -183,7 +188,7 @@ func (s *State) SetSeq(seq uint64) { s.seq = seq }
 // Apply copies op.Spec but shares its Payload, and keeps op.Output: the
 // caller must not modify those bytes afterwards.
 func (s *State) Apply(op *Op) {
-	if s.frozen != nil && op.Kind != OpEnqueue && op.Kind != OpExpire && op.Kind != OpSchedule {
+	if s.frozen != nil && op.Kind != OpEnqueue && op.Kind != OpExpire && op.Kind != OpSchedule && op.Kind != OpLimit {
 		// Every other op changes at most its own job (expire only drops
 		// jobs from the live state, which the frozen one still holds).
 		s.preserve(op.ID)
@@ -204,6 +209,8 @@ func (s *State) Apply(op *Op) {
 		s.expire(op)
 	case OpSchedule:
 		s.schedule(op)
+	case OpLimit:
+		s.limit(op)
 	}
 }
 
@@ -217,6 +224,7 @@ func (s *State) expire(op *Op) {
 	}
 	s.retention = r
 	s.horizon = max(s.horizon, op.At)
+	s.settleFlows(op.At)
 	for p, c := range s.parts {
 		if p <= op.At {
 			s.counts.Succeeded -= c.Succeeded
@@ -502,6 +510,7 @@ func (s *State) step(op *Op) {
 	}
 	target := j.Spec.Target
 	br := s.breakers[target]
+	before := br
 	ch := Step(j, &br, s.cfg.Circuit, op)
 	if !ch.Applied {
 		return
@@ -509,6 +518,7 @@ func (s *State) step(op *Op) {
 	if ch.Fed {
 		s.setBreaker(target, br)
 	}
+	s.flowStep(target, before, br, op)
 	if ch.From == ch.To {
 		if op.Kind == OpDefer && j.index >= 0 {
 			// A held job is placed when released.

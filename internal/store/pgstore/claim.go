@@ -40,17 +40,19 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 		// one and the first due rows.
 		var (
 			nonZero map[string]retry.Breaker
+			flows   map[string]state.Flow
 			due     []*jobRow
 			queues  claimQueues
 		)
 		queueQueues(b, &queues)
 		queueNonZeroBreakers(b, &nonZero)
+		queueNonZeroFlows(b, &flows)
 		queueDue(b, now, lim.Max, &due)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
 		res, seenNonZero = claimResult{}, nonZero
-		return s.newClaim(tx, now, lim, nil, nonZero, queues, &res).run(ctx, &due)
+		return s.newClaim(tx, now, lim, nil, nonZero, queues, flows, &res).run(ctx, &due)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -59,6 +61,9 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	s.claimed(gen, res)
 	if res.deferred {
 		s.wakeNodes()
+	}
+	if res.held > 0 && lim.Held != nil {
+		lim.Held(res.held)
 	}
 	return res.claims, nil
 }
@@ -109,6 +114,7 @@ type claimResult struct {
 	exhausted bool  // every due job not locked by another node was looked at
 	next      int64 // then: the next due time (now while jobs are held)
 	hasNext   bool
+	held      int // due jobs the planner held back (Limits.Held)
 }
 
 // claimTx is one claim inside a transaction: what it has read and decided
@@ -126,9 +132,13 @@ type claimTx struct {
 	brs map[string]*breakerRow
 	// nonZero is as for loadBreakers.
 	nonZero map[string]retry.Breaker
-	plan    state.Planner
-	held    []int64 // the jobs held back by the per-target limit: not selected again
-	queues  claimQueues
+	// flows holds every flow that was not the zero one when tx read them
+	// (queueNonZeroFlows): the rows the claim locks, with those of the
+	// targets that have a configured limit.
+	flows  map[string]state.Flow
+	plan   state.Planner
+	held   []int64 // the jobs held back by the per-target limit: not selected again
+	queues claimQueues
 	// heldQueues are the queues found at their concurrency: their jobs
 	// are not selected again.
 	heldQueues []string
@@ -138,17 +148,26 @@ type claimTx struct {
 
 // newClaim returns the claim at now within lim inside tx, which decides
 // into *res. brs holds the breakers tx has read already (nil for none).
-func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, queues claimQueues, res *claimResult) *claimTx {
+func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, queues claimQueues, flows map[string]state.Flow, res *claimResult) *claimTx {
 	if brs == nil {
 		brs = make(map[string]*breakerRow)
 	}
 	res.at = now
 	c := &claimTx{
-		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, held: []int64{}, res: res,
+		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, flows: flows, held: []int64{}, res: res,
 		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running), queues: queues, heldQueues: []string{},
 	}
 	c.plan.SetQueues(queues)
 	s.noteBounded(queues)
+	withFlows := len(flows) > 0 || s.opts.Limits != nil
+	for _, br := range brs {
+		// A flow the outcomes before this claim (Finish) locked, and may
+		// have changed (a hold), after the first batch read the flows.
+		withFlows = withFlows || br.flowLocked
+	}
+	if withFlows {
+		c.plan.WithFlows(s.flowOf(brs))
+	}
 	return c
 }
 
@@ -179,6 +198,9 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 		if err := c.s.loadBreakers(ctx, c.tx, targets, nil, c.brs, c.nonZero); err != nil {
 			return nil, err
 		}
+		if err := c.s.loadFlows(ctx, c.tx, c.s.flowsNeeded(targets, c.flows, nil), c.brs); err != nil {
+			return nil, err
+		}
 		b, left := c.decide(due)
 		last := left != nil || c.plan.Done()
 		if !last && len(due) < want {
@@ -192,6 +214,7 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 		if last {
 			// The last round's writes share their round trip with the
 			// claim's end and the COMMIT: the caller sends them.
+			c.res.held = c.plan.Held()
 			return b, endClaim(b, c.now, c.res, c.brs, c.deferred, len(c.held)+len(c.heldQueues) > 0)
 		}
 		if err := sendBatch(ctx, c.tx, b); err != nil {
@@ -229,7 +252,9 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 			}
 			continue
 		}
+		before := br.b
 		r.step(&br.b, circuit, &op, node)
+		c.s.feedFlow(target, br, before, &op)
 		switch op.Kind {
 		case state.OpStart:
 			buf = appendAttempt(buf[:0], stored(r.Attempts[len(r.Attempts)-1], node)) // the attempt Step started

@@ -122,6 +122,9 @@ type Options struct {
 	// Retention says how long finished jobs are kept; nil keeps them
 	// forever. Expire applies it.
 	Retention *state.Retention
+	// Limits are the configured rate limits (nil for none); like Circuit,
+	// they must be the same on every node.
+	Limits *state.LimitConfig
 	// MaxConns bounds the connection pool (the notification listener
 	// takes one more). Defaults to 10.
 	MaxConns int32

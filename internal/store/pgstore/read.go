@@ -243,6 +243,9 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	if err := load.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: target load: %w", err)
 	}
+	if err := s.flowTargets(ctx, byTarget, info); err != nil {
+		return nil, err
+	}
 	if len(byTarget) == 0 {
 		return nil, nil
 	}
