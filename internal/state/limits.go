@@ -74,9 +74,12 @@ func LimitOf(c *LimitConfig, target string, f Flow) retry.Limit {
 	return c.For(target)
 }
 
-// settle drops what has run out at now: a hold or a reservation at or
-// before now, a bucket that is full at now (equal to the zero one).
-func (f Flow) settle(now int64) Flow {
+// Settle returns f with what has run out at now dropped: a hold or a
+// reservation at or before now, a bucket that is full at now (equal to the
+// zero one). FlowAfter settles at every op of the target, and an expire
+// settles every kept flow (State.FlowsRunOut says whether one changes);
+// the PostgreSQL store applies the same at the same ops and expiries.
+func (f Flow) Settle(now int64) Flow {
 	if f.Hold <= now {
 		f.Hold = 0
 	}
@@ -107,8 +110,10 @@ func (f Flow) settle(now int64) Flow {
 //     a success for the breaker); an outcome with a HoldUntil holds the
 //     target until then (the later of two holds); the breaker opening ends
 //     the ramp, and its closing after being half-open begins one.
+//   - OpSnooze ends its attempt too: it frees the attempt's place in the
+//     ramp, widening nothing (no breaker effect).
 //
-// Then what has run out at op.At is dropped (settle).
+// Then what has run out at op.At is dropped (Settle).
 func FlowAfter(f Flow, lim retry.Limit, c retry.Circuit, before, after retry.Breaker, op *Op, cfgLimit retry.Limit) Flow {
 	switch {
 	case op.Kind == OpLimit:
@@ -128,6 +133,8 @@ func FlowAfter(f Flow, lim retry.Limit, c retry.Circuit, before, after retry.Bre
 			}
 			f.Reserved = r
 		}
+	case op.Kind == OpSnooze:
+		f.Ramp = f.Ramp.End(c, false)
 	case op.Kind.outcome():
 		if op.HoldUntil > f.Hold {
 			f.Hold = op.HoldUntil
@@ -142,7 +149,7 @@ func FlowAfter(f Flow, lim retry.Limit, c retry.Circuit, before, after retry.Bre
 			f.Ramp = retry.BeginRamp(c)
 		}
 	}
-	return f.settle(op.At)
+	return f.Settle(op.At)
 }
 
 // micros returns ms in µs, saturating.
@@ -238,8 +245,21 @@ func (s *State) setFlow(target string, f Flow) {
 // so that targets gone quiet are not kept.
 func (s *State) settleFlows(now int64) {
 	for t, f := range s.flows {
-		s.setFlow(t, f.settle(now))
+		s.setFlow(t, f.Settle(now))
 	}
+}
+
+// FlowsRunOut reports whether an expire at now would change a kept flow
+// (Settle): the embedded store then journals an expire even with no
+// finished job to drop, so that both stores settle the flows at each
+// expiry.
+func (s *State) FlowsRunOut(now int64) bool {
+	for _, f := range s.flows {
+		if f.Settle(now) != f {
+			return true
+		}
+	}
+	return false
 }
 
 // Flow returns the flow of target (the zero Flow if none is kept) and the

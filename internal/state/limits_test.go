@@ -237,6 +237,42 @@ func TestFlowRamp(t *testing.T) {
 	}
 }
 
+// TestFlowRampSnooze: a snoozed attempt frees its place in the ramp, and
+// widens nothing: with every place taken by attempts that snoozed, the
+// target's due jobs would otherwise be held for good.
+func TestFlowRampSnooze(t *testing.T) {
+	t.Parallel()
+	c := retry.Circuit{Threshold: 1, WindowMS: 1000, CooldownMS: 100, Probes: 1, SlowStart: 8}
+	s := New(Config{Circuit: c})
+	enqueueN(s, "t", 5, 0)
+	ops := claimAll(s, 0, 1)
+	s.Apply(ptr(s.Settle(ops[0].ID, 1, retry.Retryable, -1, "down", nil, 10, 0))) // opens until 110
+	ops = claimAll(s, 110, 100)
+	for _, op := range ops {
+		if op.Kind == OpStart {
+			s.Apply(ptr(s.Settle(op.ID, op.Attempt, retry.Success, -1, "", nil, 120, 0)))
+		}
+	}
+	now := int64(210)
+	for round := range 3 {
+		ops := claimAll(s, now, 100)
+		if n := countKind(ops, OpStart); n != 1 {
+			t.Fatalf("round %d: %d starts in a ramp of window 1, want 1 (flow %+v)", round, n, first(s.Flow("t")))
+		}
+		for _, op := range ops {
+			if op.Kind == OpStart {
+				s.Apply(ptr(SnoozeJob(op.ID, op.Attempt, 0, now+1)))
+			}
+		}
+		if fl, _ := s.Flow("t"); fl.Ramp != (retry.Ramp{Window: 1}) {
+			t.Fatalf("round %d: after the snooze the flow is %+v, want a ramp of window 1, none busy", round, fl)
+		}
+		now += 10
+	}
+}
+
+func first[A, B any](a A, _ B) A { return a }
+
 func ptr(op Op) *Op { return &op }
 
 // TestFlowSnapshot: flows go into section 2 of a version 3 snapshot and

@@ -848,7 +848,7 @@ func (s *Store) Expire(ctx context.Context, now int64) error {
 		return err
 	}
 	c := s.st.Counts()
-	if c.Succeeded+c.Failed+c.Cancelled == 0 {
+	if c.Succeeded+c.Failed+c.Cancelled == 0 && !s.st.FlowsRunOut(now) {
 		s.mu.Unlock()
 		return nil
 	}

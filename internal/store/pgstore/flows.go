@@ -199,3 +199,51 @@ func (s *Store) flowTargets(ctx context.Context, byTarget map[string]*store.Targ
 	}
 	return nil
 }
+
+// settleFlows settles, at an expiry at now, every kept flow (state.Flow's
+// Settle), as the embedded store's expire does: what has run out (a hold,
+// a reservation, a full bucket) is dropped, so that both stores keep the
+// same flows and decide the same later. The rows to change are found
+// without a lock; only they are locked (SKIP LOCKED: a row that a claim or
+// an outcome holds is settled by that transaction's own ops).
+func (s *Store) settleFlows(ctx context.Context, now int64) error {
+	rows, err := s.pool.Query(ctx, nonZeroFlowsSQL)
+	if err != nil {
+		return fmt.Errorf("pgstore: read flows to settle: %w", err)
+	}
+	flows, err := readFlows(rows)
+	if err != nil {
+		return fmt.Errorf("pgstore: read flows to settle: %w", err)
+	}
+	var run []string
+	for t, f := range flows {
+		if f.Settle(now) != f {
+			run = append(run, t)
+		}
+	}
+	if len(run) == 0 {
+		return nil
+	}
+	slices.Sort(run)
+	err = s.inTx(ctx, true, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT "+flowCols+` FROM runlog_flows
+			WHERE target = ANY($1) ORDER BY target COLLATE "C" FOR UPDATE SKIP LOCKED`, run)
+		if err != nil {
+			return err
+		}
+		m, err := readFlows(rows)
+		if err != nil {
+			return err
+		}
+		var b pgx.Batch
+		for t, f := range m {
+			br := &breakerRow{flow: f.Settle(now), flowOrig: f, flowLocked: true}
+			queueFlowWrite(&b, t, br)
+		}
+		return sendBatch(ctx, tx, &b)
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: settle flows: %w", err)
+	}
+	return nil
+}

@@ -208,6 +208,64 @@ func testSlowStart(t *testing.T, open Opener) {
 	}
 }
 
+// testSlowStartSnooze: an attempt that snoozes during a slow start frees
+// its place in the ramp (widening nothing), so that the target's next due
+// job starts; were the place kept, snoozes alone would hold the target
+// for good.
+func testSlowStartSnooze(t *testing.T, open Opener) {
+	cir := Circuit
+	cir.SlowStart = 8
+	s, _ := open(t, Config{Circuit: cir})
+	enqueueN(t, s, T0, T0, spec("k", "t"), 2)
+	c := claim(t, s, T0, all)
+	finish(t, s, T0+1, outcome(c[0], retry.Retryable, "down"), outcome(c[1], retry.Retryable, "down"))
+	enqueueN(t, s, T0+1, T0+1, spec("k", "t"), 5)
+	c = claim(t, s, T0+501, all) // half-open: the probe
+	if len(c) != 1 {
+		t.Fatalf("half-open claimed %d, want the probe", len(c))
+	}
+	finish(t, s, T0+502, outcome(c[0], retry.Success, ""))
+	now := T0 + 1001 // every deferred job is due
+	for round := range 3 {
+		c := claim(t, s, now, all)
+		if len(c) != 1 {
+			t.Fatalf("round %d: claimed %v in a ramp of window 1 with a free place, want one job", round, ids(c))
+		}
+		finish(t, s, now+1, store.Outcome{ID: c[0].ID, Attempt: c[0].Attempt, Snooze: true, AfterMS: 0})
+		if ti := targetOf(t, s, "t"); ti.Flow.Ramp != (retry.Ramp{Window: 1}) {
+			t.Fatalf("round %d: after a snooze Targets shows t as %+v, want a ramp of window 1 with none busy", round, ti)
+		}
+		now += 10
+	}
+}
+
+// testFlowSettledAtExpire: an expiry settles every target's flow
+// (state.Flow.Settle), even with no finished job to drop: a hold that has
+// run out is no longer shown, as the next op of its target would drop it.
+func testFlowSettledAtExpire(t *testing.T, open Opener) {
+	s, _ := open(t, Config{Circuit: Circuit, Retention: &state.Retention{SucceededMS: 100, CancelledMS: 100, FailedMS: 100}})
+	enqueueN(t, s, T0, T0, spec("k", "t"), 1)
+	c := claim(t, s, T0, all)
+	out := outcome(c[0], retry.Retryable, "HTTP 503")
+	out.AfterMS = 1000
+	finish(t, s, T0+1, out)
+	if ti := targetOf(t, s, "t"); ti.Flow.Hold != T0+1001 {
+		t.Fatalf("Targets shows t as %+v, want a hold until T0+1001", ti)
+	}
+	if err := s.Expire(ctx, T0+1000); err != nil {
+		t.Fatal(err)
+	}
+	if ti := targetOf(t, s, "t"); ti.Flow.Hold != T0+1001 {
+		t.Fatalf("after an expiry before its end Targets shows t as %+v, want the hold kept", ti)
+	}
+	if err := s.Expire(ctx, T0+1001); err != nil {
+		t.Fatal(err)
+	}
+	if ti := targetOf(t, s, "t"); ti.Flow != (state.Flow{}) {
+		t.Fatalf("after an expiry at the hold's end Targets shows t as %+v, want no flow", ti)
+	}
+}
+
 func sortedIDs(cs []store.Claim) []uint64 {
 	out := ids(cs)
 	slices.Sort(out)

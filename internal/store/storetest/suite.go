@@ -77,6 +77,8 @@ func Run(t *testing.T, open Opener) {
 		{"TargetHold", testTargetHold},
 		{"RateLimitWindows", testRateLimitWindows},
 		{"SlowStart", testSlowStart},
+		{"SlowStartSnooze", testSlowStartSnooze},
+		{"FlowSettledAtExpire", testFlowSettledAtExpire},
 	}
 	cases = append(cases, queueCases...)
 	cases = append(cases, scheduleCases...)
