@@ -93,16 +93,25 @@ func TestSlowStartCurve(t *testing.T) {
 	testwait.For(t, "the breaker to close with a ramp", func() bool { ts := target(); return ts.State == "closed" && ts.RampWindow > 0 })
 	var curve []int
 	for len(curve) < 8 {
-		var window int
-		testwait.For(t, "the round's attempts to start", func() bool {
+		type seen struct {
+			Curve                []int
+			Window, Busy, Flight int
+			Pending, Running     int
+		}
+		// The attempts in flight are read before the window: the window
+		// only grows during the ramp, so n never exceeds it unless the
+		// ramp let too many start (read after, a window read just before
+		// a round's outcomes were recorded would pass for that round).
+		got := testwait.Until(t, "the round's attempts to start", func() (seen, bool) {
+			n := int(inflight.Load())
 			ts := target()
-			window = ts.RampWindow
+			window := ts.RampWindow
 			if window == 0 {
 				window = 64 // the ramp is over: the pool bounds it
 			}
-			return int(inflight.Load()) >= window
+			return seen{curve, window, ts.RampInFlight, n, ts.Pending, ts.Running}, n >= window
 		})
-		n := int(inflight.Load())
+		n, window := got.Flight, got.Window
 		if n > window {
 			t.Fatalf("%d attempts in flight with a window of %d (curve so far %v)", n, window, curve)
 		}

@@ -16,8 +16,10 @@ const (
 	// the caller journals it and applies it (Apply, or Step on a row)
 	// before it plans the next job.
 	Planned Verdict = iota + 1
-	// Held: the job's target runs its per-target limit already; the job
-	// stays pending, untouched, and is not offered again in this claim.
+	// Held: the job's target runs its per-target limit already, or its
+	// slow start's window is full; the job stays pending, untouched. It
+	// holds the whole target: no later job of the target is planned in
+	// this claim (each would be Held too).
 	Held
 	// Stopped: the claim is complete (Max starts, or the bound of
 	// decisions reached); neither this job nor any after it is decided.
@@ -40,11 +42,11 @@ type QueueView interface {
 // claim order (higher priority first, then (due time, id)), with their targets' breakers as they stand when
 // each is offered, it starts, defers or fails each (AdmitJob), holds back
 // a job whose target has PerTarget attempts running (those running before
-// the claim plus those it starts) and the jobs of a paused queue or of a
-// queue at its concurrency (SetQueues), then, for a job the breaker
-// admits, applies its target's flow control (WithFlows, AdmitFlow: held
-// while the slow start's window is full, deferred while the target holds
-// or its bucket is empty), and stops once it has started Max
+// the claim plus those it starts) or whose target's slow start has its
+// window full (WithFlows), and the jobs of a paused queue or of a queue at
+// its concurrency (SetQueues), then, for a job the breaker admits, applies
+// its target's flow control (AdmitFlow: deferred while the target holds or
+// its bucket is empty), and stops once it has started Max
 // attempts or made 4096 deferrals and failures. It changes nothing: the
 // caller applies each planned op, so that the next job sees its effect on
 // the breaker. A PostgreSQL claim that reads its due rows in rounds feeds
@@ -113,14 +115,23 @@ func (p *Planner) Plan(f Facts, target string, br retry.Breaker) (Op, Verdict) {
 			return Op{}, Held
 		}
 	}
-	op := AdmitJob(f, br, p.c, p.now)
-	if op.Kind == OpStart && p.flow != nil {
-		fl, lim := p.flow(target)
-		switch v, due := AdmitFlow(fl, lim, p.now); v {
-		case FlowHold:
+	var (
+		fl  Flow
+		lim retry.Limit
+	)
+	if p.flow != nil {
+		// The ramp holds the whole target, like PerTarget: before the
+		// breaker's decision, so that a job held once means every later
+		// job of its target is held in this claim too (the PostgreSQL
+		// claim then leaves the target out of its next rounds).
+		if fl, lim = p.flow(target); !fl.Ramp.Admits() {
 			p.held++
 			return Op{}, Held
-		case FlowDefer:
+		}
+	}
+	op := AdmitJob(f, br, p.c, p.now)
+	if op.Kind == OpStart && p.flow != nil {
+		if v, due := AdmitFlow(fl, lim, p.now); v == FlowDefer {
 			op = Op{Kind: OpDefer, ID: f.ID, At: p.now, Due: due}
 		}
 	}

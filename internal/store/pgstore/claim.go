@@ -137,7 +137,7 @@ type claimTx struct {
 	// targets that have a configured limit.
 	flows  map[string]state.Flow
 	plan   state.Planner
-	held   []int64 // the jobs held back by the per-target limit: not selected again
+	held   []string // the targets held back (per-target limit, slow start): not selected again
 	queues claimQueues
 	// heldQueues are the queues found at their concurrency: their jobs
 	// are not selected again.
@@ -154,20 +154,16 @@ func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string
 	}
 	res.at = now
 	c := &claimTx{
-		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, flows: flows, held: []int64{}, res: res,
+		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, flows: flows, held: []string{}, res: res,
 		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running), queues: queues, heldQueues: []string{},
 	}
 	c.plan.SetQueues(queues)
 	s.noteBounded(queues)
-	withFlows := len(flows) > 0 || s.opts.Limits != nil
-	for _, br := range brs {
-		// A flow the outcomes before this claim (Finish) locked, and may
-		// have changed (a hold), after the first batch read the flows.
-		withFlows = withFlows || br.flowLocked
-	}
-	if withFlows {
-		c.plan.WithFlows(s.flowOf(brs))
-	}
+	// Always: a flow the claim did not see in its first read may be
+	// locked later (a breaker that changed meanwhile, changedSince), or
+	// by the outcomes before this claim (Finish). A target whose flow is
+	// not locked has the zero flow and its configured limit.
+	c.plan.WithFlows(s.flowOf(brs))
 	return c
 }
 
@@ -198,7 +194,7 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 		if err := c.s.loadBreakers(ctx, c.tx, targets, nil, c.brs, c.nonZero); err != nil {
 			return nil, err
 		}
-		if err := c.s.loadFlows(ctx, c.tx, c.s.flowsNeeded(targets, c.flows, nil), c.brs); err != nil {
+		if err := c.s.loadFlows(ctx, c.tx, c.s.flowsNeeded(targets, c.flows, changedSince(c.brs, c.nonZero)), c.brs); err != nil {
 			return nil, err
 		}
 		b, left := c.decide(due)
@@ -243,7 +239,14 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 			break
 		}
 		if v == state.Held {
-			c.held = append(c.held, int64(r.ID))
+			// The whole target is held for the rest of the claim
+			// (state.Held): its rows are not selected again. Not the
+			// job alone: a backlog of one target held back (a slow
+			// start) would be selected round after round, each round
+			// walking past every row held before.
+			if !slices.Contains(c.held, target) {
+				c.held = append(c.held, target)
+			}
 			continue
 		}
 		if v == state.QueueHeld {
@@ -337,7 +340,7 @@ const dueCols = `id, kind, target, payload, attempts, base_ms, cap_ms, deadline_
 		due, first_due, fails, started, last_error, queue, priority, metadata`
 
 // dueWhere selects the due jobs of dueSQL.
-const dueWhere = `state = ` + pendingCode + ` AND due <= $1 AND NOT (id = ANY($2))
+const dueWhere = `state = ` + pendingCode + ` AND due <= $1 AND NOT (target = ANY($2::text[]))
 		AND NOT (queue = ANY($4::text[] || ` + pausedQueues + `))`
 
 // claimWant is how many due rows round (0 for the first) of a claim
@@ -354,7 +357,7 @@ func claimWant(n, round int) int {
 // queueDue queues, in b, the first round of a claim for up to max attempts
 // at now (dueSQL), its rows into *into.
 func queueDue(b *pgx.Batch, now int64, max int, into *[]*jobRow) {
-	queueDueRound(b, now, []int64{}, []string{}, claimWant(max, 0), into)
+	queueDueRound(b, now, []string{}, []string{}, claimWant(max, 0), into)
 }
 
 // noSort and sortAgain surround a claim's dueSQL (queueDueRound).
@@ -363,8 +366,8 @@ const (
 	sortAgain = "SET LOCAL enable_sort TO DEFAULT"
 )
 
-// queueDueRound queues, in b, dueSQL for want rows at now, not those in
-// held, its rows into *into. The planner may not sort: where its
+// queueDueRound queues, in b, dueSQL for want rows at now, not those of
+// the targets in held nor of the queues in heldQueues, its rows into *into. The planner may not sort: where its
 // statistics say that few jobs are due (a table not analyzed yet, or
 // analyzed while the queue was short), it would fetch every due row
 // through a bitmap scan and sort them all, on every claim (8-20 ms with
@@ -373,7 +376,7 @@ const (
 // statement that cannot do without one, enable_sort = off only inflates
 // the plan's cost, enough to have it compiled by the JIT (40-150 ms for
 // the breakers' ORDER BY target COLLATE "C").
-func queueDueRound(b *pgx.Batch, now int64, held []int64, heldQueues []string, want int, into *[]*jobRow) {
+func queueDueRound(b *pgx.Batch, now int64, held []string, heldQueues []string, want int, into *[]*jobRow) {
 	b.Queue(noSort)
 	b.Queue(dueSQL, now, held, want, heldQueues).Query(func(rows pgx.Rows) error {
 		var err error

@@ -260,7 +260,8 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 			holds[targets[i]] = true
 		}
 	}
-	need := s.flowsNeeded(ts, flows, func(t string) bool { return holds[t] && t != "" || brs[t].b.State == retry.HalfOpen })
+	moved := changedSince(brs, nonZero)
+	need := s.flowsNeeded(ts, flows, func(t string) bool { return holds[t] && t != "" || brs[t].b.State == retry.HalfOpen || moved(t) })
 	if err := s.loadFlows(ctx, tx, need, brs); err != nil {
 		return nil, false, false, err
 	}

@@ -73,6 +73,21 @@ func (s *Store) flowsNeeded(ts []string, nonZero map[string]state.Flow, extra fu
 	return slices.Compact(need)
 }
 
+// changedSince returns whether the breaker of a target, as the transaction
+// locked it (brs), differs from the one the unlocked first read saw
+// (nonZero, where a missing target had the zero breaker): a transaction
+// that changed it committed in between, and may have changed the target's
+// flow with it (a slow start begins as a breaker closes), which the
+// unlocked read of the flows then missed. Such a flow must be locked and
+// read again: else a claim that waited for the breaker's lock would see
+// the breaker closed and no ramp, and start the whole backlog.
+func changedSince(brs map[string]*breakerRow, nonZero map[string]retry.Breaker) func(t string) bool {
+	return func(t string) bool {
+		br := brs[t]
+		return br != nil && br.locked && !sameBreaker(br.orig, nonZero[t])
+	}
+}
+
 // loadFlows locks the flows of targets (whose breakers brs holds already)
 // that it has not locked yet, creating the missing rows outside tx first
 // as loadBreakers does.

@@ -745,7 +745,7 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 		}
 		defer tx.Rollback(ctx)
 		var lines []string
-		b.Queue("EXPLAIN "+dueSQL, int64(1<<40), []int64{}, 129, []string{}).Query(func(rows pgx.Rows) error {
+		b.Queue("EXPLAIN "+dueSQL, int64(1<<40), []string{}, 129, []string{}).Query(func(rows pgx.Rows) error {
 			var err error
 			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
 			return err
