@@ -70,7 +70,9 @@ func TestSlowStartCurve(t *testing.T) {
 		}
 		return runlog.TargetStats{}
 	}
-	if ts := target(); ts.State != "open" {
+	// Open, or half-open already when the check comes more than the
+	// cooldown (100 ms) after the second failure (a loaded machine).
+	if ts := target(); ts.State != "open" && ts.State != "half-open" {
 		t.Fatalf("after 2 failures the breaker is %q", ts.State)
 	}
 	reqs := make([]runlog.JobRequest, 10_000)
