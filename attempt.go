@@ -89,6 +89,7 @@ func (r *Runner) startAttempt(c store.Claim) {
 		out := &e.Outcome
 		out.Class, out.AfterMS, out.Error = classify(err)
 		out.Gone = out.Class == retry.Permanent && isGone(err)
+		out.AfterMS = min(out.AfterMS, r.cfg.MaxRetryAfter.Milliseconds())
 		if d, ok := snoozed(err); ok {
 			out.Class, out.Snooze, out.AfterMS = 0, true, d.Milliseconds()
 		}

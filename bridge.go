@@ -21,6 +21,7 @@ func init() {
 		st, err := open(bridge.StoreOptions{
 			Circuit:      cfg.Breaker.circuit(),
 			DisableAfter: cfg.disableAfterMS(),
+			Limits:       cfg.limitConfig(),
 			Retention:    cfg.Retention.rules(),
 			Now:          func() int64 { return clock.Now().UnixMilli() },
 			Logger:       cfg.Logger,

@@ -32,7 +32,8 @@ type Config struct {
 	// jobs only. Defaults to 10 attempts, base 500ms, cap 30s, no deadline.
 	Retry RetryPolicy
 	// Breaker configures the circuit breaker kept per target.
-	// Defaults to threshold 5 failures within 1m, cooldown 30s, 1 probe.
+	// Defaults to threshold 5 failures within 1m, cooldown 30s, 1 probe,
+	// then a slow start up to 32 attempts at once.
 	Breaker BreakerConfig
 	// DisableAfter disables a target that has failed this long with no
 	// success in between (failures that count against its breaker); its
@@ -40,6 +41,18 @@ type Config struct {
 	// Runner.EnableTarget. Defaults to DefaultDisableAfter (5 days); < 0
 	// never disables for failing time (a Gone answer still disables).
 	DisableAfter time.Duration
+	// RateLimit is the rate limit of every target not in Limits (see
+	// Limit). Defaults to none.
+	RateLimit Limit
+	// Limits holds the rate limits of some targets, overriding RateLimit
+	// (a zero Limit: none for that target). Runner.SetLimit overrides both
+	// at run time.
+	Limits map[string]Limit
+	// MaxRetryAfter bounds the wait a target asks for (an HTTP
+	// Retry-After, RetryAfter): the job, and every job of its target, waits
+	// that long, up to this bound, whatever the retry policy's Cap.
+	// Defaults to DefaultMaxRetryAfter (24h).
+	MaxRetryAfter time.Duration
 	// Timeout is the attempt timeout of jobs and kinds that give none.
 	// Defaults to 1m.
 	Timeout time.Duration
@@ -97,8 +110,8 @@ type RetryPolicy struct {
 	// Base is the first backoff; each retry doubles it, up to Cap. The wait
 	// is jittered into [d/2, d].
 	Base time.Duration
-	// Cap is the longest wait between attempts (also the cap of a server's
-	// Retry-After).
+	// Cap is the longest wait of the backoff between attempts (a server's
+	// Retry-After is bounded by Config.MaxRetryAfter instead).
 	Cap time.Duration
 	// Deadline, if not 0, is how long after its first due time a job may
 	// still start an attempt; past it the job fails.
@@ -116,6 +129,11 @@ type BreakerConfig struct {
 	// Probes is how many attempts a half-open circuit lets through at once
 	// (>= 1); the first to end closes or reopens it.
 	Probes int
+	// SlowStart is where the slow start after an outage ends: once the
+	// circuit closes again, its target runs 1 attempt at once, one more
+	// per success (1, 2, 4, … per round), until SlowStart. 0 takes 32; a
+	// negative value (or 1) turns the slow start off.
+	SlowStart int
 }
 
 // Retention is how long finished jobs are kept after they finish. A zero
@@ -218,6 +236,9 @@ func (c Config) withDefaults() Config {
 	if c.Breaker == (BreakerConfig{}) {
 		c.Breaker = BreakerConfig{Threshold: 5, Window: time.Minute, Cooldown: 30 * time.Second, Probes: 1}
 	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = DefaultMaxRetryAfter
+	}
 	if c.Retention.Succeeded == 0 {
 		c.Retention.Succeeded = 24 * time.Hour
 	}
@@ -267,6 +288,9 @@ func (c Config) validate() error {
 	}
 	if err := c.Breaker.circuit().Validate(); err != nil {
 		return fmt.Errorf("%w: Breaker: %v", ErrInvalid, err)
+	}
+	if err := c.validateLimits(); err != nil {
+		return err
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("%w: Timeout %v must be >= 0", ErrInvalid, c.Timeout)
@@ -325,5 +349,17 @@ func (b BreakerConfig) circuit() retry.Circuit {
 		WindowMS:   b.Window.Milliseconds(),
 		CooldownMS: b.Cooldown.Milliseconds(),
 		Probes:     b.Probes,
+		SlowStart:  b.slowStart(),
 	}
+}
+
+// slowStart returns the circuit's SlowStart: 32 for 0, none (0) below 0.
+func (b BreakerConfig) slowStart() int {
+	switch {
+	case b.SlowStart == 0:
+		return retry.DefaultCircuit().SlowStart
+	case b.SlowStart < 0:
+		return 0
+	}
+	return b.SlowStart
 }

@@ -210,10 +210,11 @@ func (r *Runner) claim(now int64, n int) {
 	if r.async {
 		n = r.gatherSlots(n)
 	}
+	held := 0
 	r.mu.Lock()
 	freed := r.freed
 	r.mu.Unlock()
-	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning})
+	claims, err := r.st.Claim(r.base, now, store.Limits{Max: n, PerTarget: r.cfg.TargetConcurrency, Running: r.targetRunning, Held: func(k int) { held = k }})
 	if err != nil {
 		if r.transient(err) {
 			// The slots stay reserved while the claim backs off, so that
@@ -231,13 +232,18 @@ func (r *Runner) claim(now int64, n int) {
 	}
 	r.answered()
 	r.release(n - len(claims))
-	if len(claims) < n && (r.cfg.TargetConcurrency > 0 || r.queuesBounded()) {
+	if bounded := len(claims) < n && (r.cfg.TargetConcurrency > 0 || r.queuesBounded()); len(claims) < n && (bounded || held > 0) {
 		if next, ok := r.st.NextDue(); ok && next <= now {
 			// The due jobs left are held back by their targets' or
-			// queues' limits, unless a slot freed while the claim ran
-			// (the store may have seen it taken still).
+			// queues' limits (TargetConcurrency, a queue's concurrency or
+			// a slow start's window), which an ending attempt lifts: wait
+			// for one rather than claim again at once, unless a slot freed
+			// while the claim ran (the store may have seen it taken
+			// still). A slow start holds jobs only while attempts run;
+			// with none running here (they run on other nodes) there is
+			// no ending attempt to wait for.
 			r.mu.Lock()
-			if r.freed == freed {
+			if r.freed == freed && (bounded || r.inflight > 0) {
 				r.targetBlocked = true
 			}
 			r.mu.Unlock()

@@ -97,3 +97,33 @@ func mustZone(name string) *time.Location {
 	}
 	return l
 }
+
+// A rate limit on a target: at most 5 attempts a second, 2 at once after
+// a quiet time; kept across restarts.
+func ExampleRunner_SetLimit() {
+	dir, _ := os.MkdirTemp("", "runlog-example")
+	defer os.RemoveAll(dir)
+	r, err := runlog.Open(dir, runlog.Config{Logger: quietLogger(), Handlers: map[string]runlog.Handler{
+		"call": runlog.Handle(func(ctx context.Context, _ []byte) error { return nil }),
+	}})
+	if err != nil {
+		panic(err)
+	}
+	defer r.Close(context.Background())
+	ctx := context.Background()
+	if err := r.SetLimit(ctx, "partner", runlog.Limit{Rate: 5, Burst: 2}); err != nil {
+		panic(err)
+	}
+	began := time.Now()
+	var ids []uint64
+	for range 4 {
+		id, _ := r.Enqueue(ctx, "call", nil, runlog.Target("partner"))
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		r.Wait(ctx, id)
+	}
+	// Two start at once, the other two a token (200 ms) apart.
+	fmt.Println("4 calls took at least 400 ms:", time.Since(began) >= 390*time.Millisecond)
+	// Output: 4 calls took at least 400 ms: true
+}

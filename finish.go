@@ -108,6 +108,16 @@ func (r *Runner) settle(batch []ended) {
 		return
 	}
 	r.release(held - len(claims))
+	// The outcomes are applied now: a slow start's window has grown (or
+	// its places freed) only now, so jobs held back may start: the next
+	// claim looks again (the clearing at each attempt's end came before).
+	// Through unblockLocked, so that a claim in flight, which may have
+	// seen the window full, does not set targetBlocked when it returns:
+	// the attempts this batch started could then be the only ones left,
+	// and nothing would clear it while they run.
+	r.mu.Lock()
+	r.unblockLocked()
+	r.mu.Unlock()
 	// The ends first, so that a retried job's end is reported before its
 	// next attempt (claimed in the same write) starts.
 	r.finished(batch)

@@ -110,7 +110,10 @@ func Permanent(err error) error {
 }
 
 // RetryAfter marks err as a retryable failure after which the target asked
-// to wait d (e.g. an HTTP Retry-After); the wait is capped at the policy's Cap.
+// to wait d (e.g. an HTTP Retry-After): the job is tried again after d, up
+// to Config.MaxRetryAfter (not the policy's Cap), and no other job of the
+// same target starts before then (the target holds; a job with no target
+// holds nothing).
 func RetryAfter(d time.Duration, err error) error {
 	if d < 0 {
 		d = 0

@@ -227,6 +227,17 @@ type TargetStats struct {
 	// FailingSince is when the target's current run of failures began
 	// (zero while it is not failing): Config.DisableAfter counts from it.
 	FailingSince time.Time
+	// Limit is the rate limit in force (the zero Limit: none), Tokens the
+	// tokens its bucket holds now.
+	Limit  Limit
+	Tokens int
+	// HoldUntil is when the target's own wait (a Retry-After) ends; zero
+	// when it does not hold.
+	HoldUntil time.Time
+	// RampWindow is, during a slow start after an outage, how many
+	// attempts may run at once (0: no slow start); RampInFlight how many
+	// admitted during it run.
+	RampWindow, RampInFlight int
 }
 
 // Stats returns the counts by state, the pool and every target's breaker.
@@ -279,5 +290,6 @@ func targetStats(t store.TargetInfo, c retry.Circuit, now int64) TargetStats {
 	case retry.Closed:
 		ts.RecentFailures = len(b.Fails)
 	}
+	flowStats(&ts, t.Flow, t.Limit, now)
 	return ts
 }

@@ -183,8 +183,9 @@ func (r *Runner) unblock() {
 	r.signal()
 }
 
-// unblockLocked clears targetBlocked (an attempt ended, a queue's setting
-// changed, the store woke the runner) and counts the event in r.freed, so
+// unblockLocked clears targetBlocked (an attempt ended, a batch of
+// outcomes was applied, a queue's setting changed, the store woke the
+// runner) and counts the event in r.freed, so
 // that a claim in flight, which may have seen the slot still taken, does
 // not set targetBlocked again when it returns: with nothing left running
 // to clear it, due jobs would wait for good. r.mu must be held.

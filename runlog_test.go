@@ -2,6 +2,7 @@ package runlog_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -203,22 +204,35 @@ func TestRetryWaitsFollowPolicy(t *testing.T) {
 	}
 }
 
-func TestRetryAfterIsCapped(t *testing.T) {
+// TestRetryAfterHasItsOwnBound: a target's wait is not capped by the
+// policy's Cap (issue 18) but by Config.MaxRetryAfter.
+func TestRetryAfterHasItsOwnBound(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
-	r := openRunner(t, t.TempDir(), runlog.Config{Clock: clock, Handlers: map[string]runlog.Handler{
-		"k": runlog.Handle(func(ctx context.Context, _ []byte) error {
-			return runlog.RetryAfter(time.Hour, errors.New("slow down"))
+	r := openRunner(t, t.TempDir(), runlog.Config{Clock: clock, MaxRetryAfter: 30 * time.Minute, Handlers: map[string]runlog.Handler{
+		"k": runlog.Handle(func(ctx context.Context, p []byte) error {
+			var d time.Duration
+			if err := json.Unmarshal(p, &d); err != nil {
+				return runlog.Permanent(err)
+			}
+			return runlog.RetryAfter(d, errors.New("slow down"))
 		}),
 	}})
-	id := mustEnqueue(t, r, "k", nil, runlog.WithRetry(runlog.RetryPolicy{Attempts: 2, Base: time.Second, Cap: 7 * time.Second}))
-	var j runlog.Job
-	testwait.For(t, "the retry", func() bool {
-		j, _ = r.Job(context.Background(), id)
-		return j.State == runlog.StatePending && j.Attempts == 1 && !j.History[0].EndedAt.IsZero()
-	})
-	if wait := j.DueAt.Sub(clock.Now()); wait != 7*time.Second {
-		t.Fatalf("Retry-After 1h under cap 7s waits %v", wait)
+	for _, tc := range []struct {
+		asked, want time.Duration
+	}{
+		{2 * time.Minute, 2 * time.Minute}, // above the cap of 7s: as asked
+		{time.Hour, 30 * time.Minute},      // above MaxRetryAfter: bounded
+	} {
+		id := mustEnqueue(t, r, "k", tc.asked, runlog.Target(tc.asked.String()), runlog.WithRetry(runlog.RetryPolicy{Attempts: 2, Base: time.Second, Cap: 7 * time.Second}))
+		var j runlog.Job
+		testwait.For(t, "the retry", func() bool {
+			j, _ = r.Job(context.Background(), id)
+			return j.State == runlog.StatePending && j.Attempts == 1 && !j.History[0].EndedAt.IsZero()
+		})
+		if wait := j.DueAt.Sub(clock.Now()); wait != tc.want {
+			t.Errorf("Retry-After %v under cap 7s, bound 30m: waits %v, want %v", tc.asked, wait, tc.want)
+		}
 	}
 }
 

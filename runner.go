@@ -142,7 +142,7 @@ func openFS(dir string, cfg Config, fsys vfs.FS) (*Runner, error) {
 	cfg.Logger.Info("runlog: opening the journal: loading the newest snapshot and replaying the records after it", "dir", dir)
 	st, err := embedded.Open(dir, embedded.Options{
 		Journal:       jopts,
-		State:         state.Config{Circuit: cfg.Breaker.circuit(), DisableAfterMS: cfg.disableAfterMS()},
+		State:         state.Config{Circuit: cfg.Breaker.circuit(), DisableAfterMS: cfg.disableAfterMS(), Limits: cfg.limitConfig()},
 		Now:           cfg.Clock.Now().UnixMilli(),
 		SnapshotBytes: cfg.SnapshotBytes,
 		KeepSnapshots: cfg.KeepSnapshots,

@@ -71,6 +71,7 @@ func OpenWith(ctx context.Context, url string, cfg runlog.Config, opts Options) 
 		st, err := pgstore.Open(ctx, url, pgstore.Options{
 			Circuit:        o.Circuit,
 			DisableAfterMS: o.DisableAfter,
+			Limits:         o.Limits,
 			Now:            o.Now,
 			Migrate:        !opts.NoMigrate,
 			Node:           opts.Node,

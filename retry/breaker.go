@@ -28,12 +28,18 @@ type Circuit struct {
 	// must be 1 or more: with 0 a half-open circuit would admit nothing and
 	// deny every attempt forever.
 	Probes int
+	// SlowStart is the window at which the slow start after an outage
+	// ends (see Ramp): when the breaker closes after being open, its
+	// target may run 1 attempt at once, one more per success, until
+	// SlowStart. 0 or 1: no slow start, every attempt is admitted at once.
+	SlowStart int
 }
 
 // DefaultCircuit returns the circuit a target gets unless configured: open
-// after 5 failures within 60 s, stay open 30 s, then admit 1 probe.
+// after 5 failures within 60 s, stay open 30 s, then admit 1 probe; once
+// closed again, ramp up from 1 attempt at once to 32.
 func DefaultCircuit() Circuit {
-	return Circuit{Threshold: 5, WindowMS: 60000, CooldownMS: 30000, Probes: 1}
+	return Circuit{Threshold: 5, WindowMS: 60000, CooldownMS: 30000, Probes: 1, SlowStart: 32}
 }
 
 // Validate reports whether c can be used, and if not, what to change. The
@@ -48,6 +54,8 @@ func (c Circuit) Validate() error {
 		return fmt.Errorf("%w: CooldownMS is %d; set it to 0 or more", ErrInvalidCircuit, c.CooldownMS)
 	case c.Probes < 1:
 		return fmt.Errorf("%w: Probes is %d; set it to 1 or more, or a half-open circuit would deny every attempt forever", ErrInvalidCircuit, c.Probes)
+	case c.SlowStart < 0:
+		return fmt.Errorf("%w: SlowStart is %d; set it to 0 or more (0 or 1: no slow start)", ErrInvalidCircuit, c.SlowStart)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func TestCircuitValidate(t *testing.T) {
 			}
 		})
 	}
-	if got, want := DefaultCircuit(), (Circuit{Threshold: 5, WindowMS: 60000, CooldownMS: 30000, Probes: 1}); got != want {
+	if got, want := DefaultCircuit(), (Circuit{Threshold: 5, WindowMS: 60000, CooldownMS: 30000, Probes: 1, SlowStart: 32}); got != want {
 		t.Fatalf("DefaultCircuit() = %+v, want %+v", got, want)
 	}
 }

@@ -13,7 +13,12 @@
 //     time so that no step passes the cap and nothing overflows.
 //   - Equal jitter: Jitter(d, r) = ⌊d/2⌋ + r mod (⌊d/2⌋+1), in [⌊d/2⌋, 2⌊d/2⌋].
 //   - A server-supplied wait (Retry-After) replaces the jittered backoff,
-//     capped at CapMS (Wait).
+//     as it is (Wait): its bound is the caller's, not CapMS.
+//   - Rate limit (Limit, Bucket): a token bucket kept as a theoretical
+//     arrival time (GCRA); over any d ms at most Burst + d·rate/1000
+//     attempts start.
+//   - Slow start (Ramp): after a breaker closes again, its target runs 1
+//     attempt at once, one more per success, up to Circuit.SlowStart.
 //   - Admission (Admit) checks, in this order, the deadline (DenyLate), the
 //     attempts left (DenySpent) and the breaker (DenyOpen). Only an admitted
 //     attempt takes one attempt from the Budget.

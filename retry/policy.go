@@ -18,8 +18,8 @@ type Policy struct {
 	Attempts int
 	// BaseMS is the first backoff in ms (before jitter). It must be 0 or more.
 	BaseMS int64
-	// CapMS is the longest wait in ms, for the backoff and for a
-	// server-supplied wait alike. It must be BaseMS or more.
+	// CapMS is the longest wait in ms of the backoff (a server-supplied
+	// wait is not capped by it: see Wait). It must be BaseMS or more.
 	CapMS int64
 	// DeadlineMS, when above 0, is how many ms after the job's first due
 	// time no attempt may start any more. 0 means no deadline.
@@ -97,11 +97,13 @@ func Jitter(d int64, r uint32) int64 {
 }
 
 // Wait returns how long to wait before retry n: the server-supplied wait
-// after capped at CapMS when after is 0 or more, else the jittered backoff
+// after when it is 0 or more (not capped at CapMS: a target that asks for
+// five minutes is called again after five minutes; the caller bounds it,
+// runlog at Config.MaxRetryAfter), else the jittered backoff
 // Jitter(Delay(p, n), r). A negative after means the server gave none.
 func Wait(p Policy, n int, after int64, r uint32) int64 {
 	if after >= 0 {
-		return min(after, p.CapMS)
+		return after
 	}
 	return Jitter(Delay(p, n), r)
 }

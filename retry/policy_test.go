@@ -148,7 +148,7 @@ func TestWait(t *testing.T) {
 		{"no server wait: ceiling", 2, -1, 1000, 2000},
 		{"server wait used as is", 0, 1234, 99, 1234},
 		{"server wait of zero", 3, 0, 99, 0},
-		{"server wait capped", 0, 120000, 0, 30000},
+		{"server wait above the cap used as is (issue 18)", 0, 120000, 0, 120000},
 		{"server wait equal to cap", 0, 30000, 0, 30000},
 	}
 	for _, tt := range tests {

@@ -40,6 +40,13 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"journal", "state", "a", "b"}, `unexpected argument "b" after DIR`},
 		{[]string{"migrate"}, "missing --postgres URL"},
 		{[]string{"version", "now"}, `unexpected argument "now"`},
+		{[]string{"limit"}, "the subcommand is set"},
+		{[]string{"limit", "set"}, "missing TARGET"},
+		{[]string{"limit", "set", "http://t"}, "--rate is required"},
+		{[]string{"limit", "set", "http://t", "--rate", "fast"}, `"fast" is not a number`},
+		{[]string{"serve", "--rate-limit", "http://t"}, "want TARGET=RATE or TARGET=RATE/BURST"},
+		{[]string{"serve", "--rate-limit", "http://t=5/0"}, `burst "0"`},
+		{[]string{"serve", "--rate-limit-default", "0"}, `rate "0"`},
 	} {
 		code, out, errOut := runCLI(t, nil, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.reason) || out != "" {

@@ -362,9 +362,20 @@ func runTargets(argv []string, stdout, stderr io.Writer) int {
 			return printJSON(c.stdout, list)
 		}
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TARGET\tBREAKER\tOPEN UNTIL\tRECENT FAILURES\tPROBES\tPENDING\tRUNNING\tLIFECYCLE")
+		fmt.Fprintln(tw, "TARGET\tBREAKER\tOPEN UNTIL\tRECENT FAILURES\tPROBES\tPENDING\tRUNNING\tRATE LIMIT\tTOKENS\tHOLD UNTIL\tRAMP\tLIFECYCLE")
 		for _, t := range list.Targets {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", t.Target, t.State, formatTime(t.OpenUntil), t.RecentFailures, t.ProbesInFlight, t.Pending, t.Running, server.FormatLife(t))
+			limit, tokens, ramp := "-", "-", "-"
+			if t.Limit != nil {
+				limit = fmt.Sprintf("%s/s burst %d", strconv.FormatFloat(t.Limit.Rate, 'f', -1, 64), t.Limit.Burst)
+			}
+			if t.Tokens != nil {
+				tokens = strconv.Itoa(*t.Tokens)
+			}
+			if t.Ramp != nil {
+				ramp = fmt.Sprintf("%d/%d", t.Ramp.InFlight, t.Ramp.Window)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", t.Target, t.State, formatTime(t.OpenUntil), t.RecentFailures, t.ProbesInFlight, t.Pending, t.Running,
+				limit, tokens, formatTime(t.HoldUntil), ramp, server.FormatLife(t))
 		}
 		return tw.Flush()
 	})

@@ -93,6 +93,10 @@ func demo(f demoFlags, stdout, stderr io.Writer) error {
 			Timeout:     5 * time.Second,
 			Retry:       runlog.RetryPolicy{Attempts: 5, Base: 20 * time.Millisecond, Cap: 200 * time.Millisecond},
 			Breaker:     runlog.BreakerConfig{Threshold: 10, Window: time.Second, Cooldown: 300 * time.Millisecond, Probes: 2},
+			// The flaky target's Retry-After: 1 holds the whole target
+			// (every job of it waits); bounded to the demo's scale, so that
+			// the holds show without taking most of its time.
+			MaxRetryAfter: 250 * time.Millisecond,
 		},
 	})
 	if err != nil {

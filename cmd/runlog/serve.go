@@ -31,6 +31,10 @@ type serveFlags struct {
 	retryAttempts                      int
 	retryBase, retryCap, retryDeadline time.Duration
 	breakerThreshold, breakerProbes    int
+	breakerSlowStart                   int
+	rateLimits                         limitFlag
+	rateLimitDefault                   defaultLimitFlag
+	maxRetryAfter                      time.Duration
 	breakerWindow, breakerCooldown     time.Duration
 	disableAfter                       time.Duration
 	exec, allowHosts, hostnames        listFlag
@@ -85,6 +89,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.breakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open breaker stays open")
 	fs.IntVar(&f.breakerProbes, "breaker-probes", 1, "attempts a half-open breaker lets through")
 	fs.DurationVar(&f.disableAfter, "disable-after", runlog.DefaultDisableAfter, "disable a target that has failed this long with no success: its jobs are kept, not attempted, until `runlog target enable` (0: never; a 410 Gone disables at once either way)")
+	fs.IntVar(&f.breakerSlowStart, "breaker-slow-start", 32, "after an open breaker closes, its target runs 1 attempt at once, one more per success, up to this many; 0 or 1 = no slow start")
+	fs.Var(&f.rateLimits, "rate-limit", "rate limit of a target as `TARGET=RATE[/BURST]` (attempts per second, bursts of BURST, default 1), e.g. http://127.0.0.1:9000=100/10; repeatable; PUT /v1/limits overrides it at run time")
+	fs.Var(&f.rateLimitDefault, "rate-limit-default", "rate limit of every target without one of its own, as `RATE[/BURST]`; default none")
+	fs.DurationVar(&f.maxRetryAfter, "max-retry-after", runlog.DefaultMaxRetryAfter, "the longest wait a target's Retry-After is honoured for (the job and every job of its target wait that long)")
 	fs.Var(&f.exec, "exec", "register a command for exec jobs as `NAME=PATH` (repeatable)")
 	fs.Var(&f.allowHosts, "allow-host", "allow http jobs to target this `host` (or host:port, *.domain); repeatable; none = any host")
 	fs.BoolVar(&f.allowPrivateTargets, "allow-private-targets", false, "let http jobs reach loopback, private and unique-local addresses although the server listens beyond loopback (the SSRF guard refuses them by default there; link-local and cloud metadata stay refused)")
@@ -219,6 +227,12 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 			}
 		}
 	}
+	if f.breakerSlowStart < 0 {
+		return server.Config{}, fmt.Errorf("--breaker-slow-start %d: must be 0 or more (0 or 1: no slow start)", f.breakerSlowStart)
+	}
+	if f.maxRetryAfter <= 0 {
+		return server.Config{}, fmt.Errorf("--max-retry-after %v: must be positive", f.maxRetryAfter)
+	}
 	if f.lease < 0 || f.heartbeat < 0 {
 		return server.Config{}, fmt.Errorf("--lease %v, --heartbeat %v: durations must be positive", f.lease, f.heartbeat)
 	}
@@ -237,7 +251,10 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 			TargetConcurrency: f.targetConcurrency,
 			Timeout:           f.timeout,
 			Retry:             retry,
-			Breaker:           runlog.BreakerConfig{Threshold: f.breakerThreshold, Window: f.breakerWindow, Cooldown: f.breakerCooldown, Probes: f.breakerProbes},
+			Breaker:           runlog.BreakerConfig{Threshold: f.breakerThreshold, Window: f.breakerWindow, Cooldown: f.breakerCooldown, Probes: f.breakerProbes, SlowStart: slowStart(f.breakerSlowStart)},
+			RateLimit:         f.rateLimitDefault.l,
+			Limits:            f.rateLimits,
+			MaxRetryAfter:     f.maxRetryAfter,
 			DisableAfter:      disableAfter(f.disableAfter),
 		},
 		Commands:            cmds,

@@ -24,6 +24,8 @@ type StoreOptions struct {
 	Circuit retry.Circuit
 	// DisableAfter disables a target failing this long, in ms (0 never).
 	DisableAfter int64
+	// Limits are the configured rate limits (nil: none).
+	Limits *state.LimitConfig
 	// Retention says how long finished jobs are kept (nil: forever).
 	Retention *state.Retention
 	// Now is the runner's clock, in ms since the Unix epoch.

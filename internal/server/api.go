@@ -110,6 +110,7 @@ func (a *API) routes() {
 	m.HandleFunc("PUT /v1/targets/secrets", a.putSecret)
 	m.HandleFunc("DELETE /v1/targets/secrets", a.deleteSecret)
 	m.HandleFunc("POST /v1/targets/enable", a.enableTarget)
+	m.HandleFunc("PUT /v1/limits", a.putLimit)
 	m.HandleFunc("GET /v1/stats", a.stats)
 	m.HandleFunc("GET /v1/backup", a.backup)
 	m.HandleFunc("GET /v1/queues", a.queues)
@@ -143,6 +144,7 @@ func (a *API) routes() {
 		"/v1/queues/{name}/pause": "POST", "/v1/queues/{name}/resume": "POST",
 		"/v1/schedules": "GET, POST", "/v1/schedules/{name}": "GET, PATCH, DELETE",
 		"/v1/schedules/{name}/pause": "POST", "/v1/schedules/{name}/resume": "POST",
+		"/v1/limits": "PUT",
 	}
 	if a.cfg.Metrics != nil {
 		allowed["/metrics"] = "GET"

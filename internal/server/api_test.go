@@ -570,7 +570,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	served := []string{"/healthz", "/v1/jobs", "/v1/jobs/batch", "/v1/jobs/{id}", "/v1/jobs/{id}/cancel", "/v1/jobs/{id}/retry",
 		"/v1/jobs/{id}/replay", "/v1/replay", "/v1/discard", "/v1/targets", "/v1/targets/secrets", "/v1/targets/enable", "/v1/stats", "/v1/openapi.yaml", "/metrics", "/v1/backup",
 		"/v1/queues", "/v1/queues/{name}", "/v1/queues/{name}/pause", "/v1/queues/{name}/resume",
-		"/v1/schedules", "/v1/schedules/{name}", "/v1/schedules/{name}/pause", "/v1/schedules/{name}/resume"}
+		"/v1/schedules", "/v1/schedules/{name}", "/v1/schedules/{name}/pause", "/v1/schedules/{name}/resume", "/v1/limits"}
 	for _, p := range served {
 		if !documented[p] {
 			t.Errorf("route %s is not in openapi.yaml", p)

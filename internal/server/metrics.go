@@ -275,6 +275,14 @@ var (
 		"Failures in each target breaker's window (target=\"other\": the sum over the folded targets).", []string{"target"}, nil)
 	descTargetJobs = prometheus.NewDesc("runlog_target_jobs",
 		"Pending and running jobs per target (target=\"other\": the sum over the folded targets).", []string{"target", "state"}, nil)
+	descTargetRate = prometheus.NewDesc("runlog_target_rate_limit",
+		"The rate limit in force per named target, in attempts per second (only targets with a limit).", []string{"target"}, nil)
+	descTargetTokens = prometheus.NewDesc("runlog_target_tokens",
+		"The tokens in each named target's rate limit bucket (only targets with a limit).", []string{"target"}, nil)
+	descTargetHold = prometheus.NewDesc("runlog_target_hold_seconds",
+		"How long each named target's own wait (a Retry-After) still holds its jobs, in seconds (only held targets).", []string{"target"}, nil)
+	descTargetRamp = prometheus.NewDesc("runlog_target_ramp_window",
+		"The attempts each named target may run at once during its slow start after an outage (only ramping targets).", []string{"target"}, nil)
 	breakerStates = []string{"closed", "open", "half-open"}
 	descQueueJobs = prometheus.NewDesc("runlog_queue_jobs",
 		"Pending and running jobs per queue.", []string{"queue", "state"}, nil)
@@ -293,7 +301,8 @@ type statsCollector struct {
 
 // Describe sends the descriptors of the Stats gauges (prometheus.Collector).
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreakers, descBreaker, descTargetFailures, descTargetJobs, descQueueJobs, descQueuePaused, descQueueConcurrency, descDisabled} {
+	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreakers, descBreaker, descTargetFailures, descTargetJobs,
+		descQueueJobs, descQueuePaused, descQueueConcurrency, descTargetRate, descTargetTokens, descTargetHold, descTargetRamp, descDisabled} {
 		ch <- d
 	}
 }
@@ -365,6 +374,16 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descTargetFailures, float64(t.RecentFailures), t.Target)
 		gauge(descTargetJobs, float64(t.Pending), t.Target, "pending")
 		gauge(descTargetJobs, float64(t.Running), t.Target, "running")
+		if t.Limit != (runlog.Limit{}) {
+			gauge(descTargetRate, t.Limit.Rate, t.Target)
+			gauge(descTargetTokens, float64(t.Tokens), t.Target)
+		}
+		if !t.HoldUntil.IsZero() {
+			gauge(descTargetHold, max(time.Until(t.HoldUntil).Seconds(), 0), t.Target)
+		}
+		if t.RampWindow > 0 {
+			gauge(descTargetRamp, float64(t.RampWindow), t.Target)
+		}
 	}
 	for _, state := range breakerStates {
 		gauge(descBreakers, float64(byState[state]), state)

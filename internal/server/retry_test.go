@@ -64,14 +64,10 @@ func TestDefaultHTTPRetrySchedule(t *testing.T) {
 
 // TestRetryAfterBeyondBackoff: under the default http policy a target's
 // Retry-After of an hour is honoured (not cut to a backoff step), and one
-// of two days is cut to the bound, 24 h.
+// of two days is cut to the bound, 24 h; each holds its whole target until
+// then (GET /v1/targets shows hold_until).
 func TestRetryAfterBeyondBackoff(t *testing.T) {
 	t.Parallel()
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", r.URL.Query().Get("after"))
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	defer recv.Close()
 	srv, err := Start(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +76,13 @@ func TestRetryAfterBeyondBackoff(t *testing.T) {
 	c := &Client{BaseURL: srv.URL()}
 	ctx := context.Background()
 	for after, want := range map[string]time.Duration{"3600": time.Hour, "172800": kinds.MaxRetryAfter} {
+		// A receiver (a target) per case: the first case's hold would
+		// hold the second's job.
+		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", r.URL.Query().Get("after"))
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}))
+		defer recv.Close()
 		created, err := c.Enqueue(ctx, JobRequest{Kind: "http", URL: recv.URL + "/?after=" + after})
 		if err != nil {
 			t.Fatal(err)
@@ -96,6 +99,19 @@ func TestRetryAfterBeyondBackoff(t *testing.T) {
 		}
 		if j.MaxAttempts != DefaultHTTPRetry.Attempts {
 			t.Errorf("max_attempts %d; want the default http policy's %d", j.MaxAttempts, DefaultHTTPRetry.Attempts)
+		}
+		ts, err := c.Targets(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := false
+		for _, tg := range ts.Targets {
+			if tg.Target == j.Target {
+				held = tg.HoldUntil.Equal(j.DueAt)
+			}
+		}
+		if !held {
+			t.Errorf("Retry-After %s: GET /v1/targets %+v does not show %s held until %v", after, ts.Targets, j.Target, j.DueAt)
 		}
 	}
 }

@@ -76,7 +76,11 @@ func (f *targetFold) pick(targets []runlog.TargetStats) (named map[string]bool, 
 func (f *targetFold) pickLocked(targets []runlog.TargetStats) {
 	score := f.counts
 	for _, t := range targets {
-		if n := uint64(t.Pending + t.Running); n > 0 {
+		n := uint64(t.Pending + t.Running)
+		if n == 0 && (t.Limit != (runlog.Limit{}) || !t.HoldUntil.IsZero() || t.RampWindow > 0) {
+			n = 1 // a target under flow control is shown even while idle
+		}
+		if n > 0 {
 			score[t.Target] += n
 		}
 	}

@@ -104,6 +104,12 @@ type Stats struct {
 	Targets         int     `json:"targets"`
 	// Queues are the queues with their settings and counts.
 	Queues []Queue `json:"queues"`
+	// LimitedTargets, HeldTargets and RampingTargets count the targets
+	// with a rate limit in force, held by their own wait (Retry-After),
+	// and in a slow start after an outage (GET /v1/targets has each).
+	LimitedTargets int `json:"limited_targets"`
+	HeldTargets    int `json:"held_targets"`
+	RampingTargets int `json:"ramping_targets"`
 }
 
 // Target is one item of GET /v1/targets: a target's breaker and its jobs.
@@ -130,6 +136,9 @@ type Target struct {
 	DisabledAt     time.Time `json:"disabled_at,omitzero"`
 	// FailingSince is when the target's current run of failures began.
 	FailingSince time.Time `json:"failing_since,omitzero"`
+	// The target's flow control: its rate limit and tokens, its own wait
+	// (hold_until) and its slow start after an outage (ramp).
+	targetFlow
 }
 
 // TargetList is the answer of GET /v1/targets.
@@ -186,12 +195,24 @@ func payloadJSON(p []byte) json.RawMessage {
 }
 
 func statsView(s runlog.Stats, now time.Time) Stats {
-	return Stats{
+	v := Stats{
 		Pending: s.Pending, Running: s.Running, Succeeded: s.Succeeded,
 		Failed: s.Failed, Cancelled: s.Cancelled, PoolSize: s.PoolSize, InFlight: s.InFlight,
 		OldestDue: s.OldestDue, QueueLagSeconds: queueLag(s.OldestDue, now).Seconds(),
 		Targets: len(s.Targets), Queues: queuesView(s.Queues).Queues,
 	}
+	for _, t := range s.Targets {
+		if t.Limit != (runlog.Limit{}) {
+			v.LimitedTargets++
+		}
+		if !t.HoldUntil.IsZero() {
+			v.HeldTargets++
+		}
+		if t.RampWindow > 0 {
+			v.RampingTargets++
+		}
+	}
+	return v
 }
 
 // queueLag is how long the oldest due job has waited.
@@ -222,6 +243,7 @@ func targetsView(s runlog.Stats, secrets map[string][]SecretInfo, hasDefault boo
 			Target: t.Target, State: t.State, OpenUntil: t.OpenUntil, RecentFailures: t.RecentFailures,
 			ProbesInFlight: t.ProbesInFlight, Pending: t.Pending, Running: t.Running,
 			Signing: signing(t.Target), Secrets: orEmpty(secrets[t.Target]),
+			targetFlow: flowView(t),
 		})
 		lifeFields(&v.Targets[len(v.Targets)-1], t)
 	}

@@ -63,6 +63,9 @@ func (s *State) Equal(o *State) (bool, string) {
 	if a, b := s.schedulesSection(), o.schedulesSection(); !bytes.Equal(a, b) {
 		return false, fmt.Sprintf("schedules % x vs % x", a, b)
 	}
+	if d := flowsDiff(s.flows, o.flows); d != "" {
+		return false, d
+	}
 	return true, ""
 }
 

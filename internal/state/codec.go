@@ -33,8 +33,13 @@ var ErrBadOp = errors.New("state: not a runlog op record")
 // version this build does not know, most likely written by a newer runlog.
 var ErrNewerFormat = errors.New("state: op record format is newer than this build")
 
-// flagBreakerFailed is bit 0 of an outcome op's flags byte.
-const flagBreakerFailed = 1
+// The bits of an outcome op's flags byte.
+const (
+	// flagBreakerFailed: the attempt counts against the breaker.
+	flagBreakerFailed = 1
+	// flagHold: a varint HoldUntil (not 0) ends the record.
+	flagHold = 2
+)
 
 // Encode appends the record of op to dst and returns the extended slice.
 //
@@ -43,7 +48,7 @@ const flagBreakerFailed = 1
 // a uvarint length then that many bytes):
 //
 //	byte     version (1)
-//	byte     kind (1-11)
+//	byte     kind (1-13)
 //	uvarint  id
 //	varint   at
 //	then by kind:
@@ -54,8 +59,9 @@ const flagBreakerFailed = 1
 //	start    uvarint attempt
 //	succeed, fail, requeue
 //	         uvarint attempt, byte class (0-4), byte flags (bit 0:
-//	         breaker failed), string error, bytes output,
-//	         and for requeue only: varint due
+//	         breaker failed, bit 1: hold), string error, bytes output,
+//	         for requeue only: varint due, and with bit 1 only:
+//	         varint hold until (not 0)
 //	defer    varint due
 //	cancel   string reason
 //	retry    varint due, and in version 2 the job's image as a snapshot
@@ -70,6 +76,8 @@ const flagBreakerFailed = 1
 //	         reason (putTargetChange)
 //	discard  (kind 14) the job's image (Op.Image, without its payload) as
 //	         a snapshot of version 2 holds a job
+//	limit    (id 0) string target, uvarint rate (thousandths per
+//	         second, 0 for none), uvarint burst (0 with rate 0)
 //
 // Fields a kind does not list are not written. Encode does not validate: an
 // op with kind 0 or above OpSnooze, id 0, or an OpEnqueue without a Spec
@@ -105,11 +113,17 @@ func Encode(dst []byte, op *Op) []byte {
 		if op.BreakerFailed {
 			flags |= flagBreakerFailed
 		}
+		if op.HoldUntil != 0 {
+			flags |= flagHold
+		}
 		dst = append(dst, byte(op.Class), flags)
 		dst = putString(dst, op.Error)
 		dst = putBytes(dst, op.Output)
 		if op.Kind == OpRequeue {
 			dst = putVarint(dst, op.Due)
+		}
+		if op.HoldUntil != 0 {
+			dst = putVarint(dst, op.HoldUntil)
 		}
 	case OpDefer, OpRetry:
 		dst = putVarint(dst, op.Due)
@@ -135,6 +149,10 @@ func Encode(dst []byte, op *Op) []byte {
 		dst = putTargetChange(dst, op.Life)
 	case OpDiscard:
 		dst = appendDiscardImage(dst, op)
+	case OpLimit:
+		dst = putString(dst, op.Target)
+		dst = putUvarint(dst, uint64(op.Limit.RateMilli))
+		dst = putUvarint(dst, uint64(op.Limit.Burst))
 	}
 	return dst
 }
@@ -207,7 +225,7 @@ func Decode(b []byte) (Op, error) {
 		if d.err == nil && class > byte(retry.Unsafe) {
 			d.failAt("class %d out of range 0-%d", class, retry.Unsafe)
 		}
-		if d.err == nil && flags&^flagBreakerFailed != 0 {
+		if d.err == nil && flags&^(flagBreakerFailed|flagHold) != 0 {
 			d.failAt("unknown flags %#x", flags)
 		}
 		op.Class, op.BreakerFailed = retry.Class(class), flags&flagBreakerFailed != 0
@@ -215,6 +233,12 @@ func Decode(b []byte) (Op, error) {
 		op.Output = d.bytes("output")
 		if op.Kind == OpRequeue {
 			op.Due = d.varint("due")
+		}
+		if flags&flagHold != 0 {
+			op.HoldUntil = d.varint("hold until")
+			if d.err == nil && op.HoldUntil == 0 {
+				d.failAt("hold flag with hold until 0")
+			}
 		}
 	case OpDefer, OpRetry:
 		op.Due = d.varint("due")
@@ -240,6 +264,16 @@ func Decode(b []byte) (Op, error) {
 		op.Life = d.targetChange()
 	case OpDiscard:
 		op.Image = d.discardImage(op.ID)
+	case OpLimit:
+		op.Target = d.string("target")
+		rate, burst := d.uvarint("rate"), d.uvarint("burst")
+		if d.err == nil && (rate > retry.MaxRateMilli || burst > retry.MaxBurst) {
+			d.failAt("limit of %q out of range", op.Target)
+		}
+		op.Limit = retry.Limit{RateMilli: int64(rate), Burst: int(burst)}
+		if d.err == nil && op.Limit.Validate() != nil {
+			d.failAt("limit of %q: %v", op.Target, op.Limit.Validate())
+		}
 	}
 	if d.err == nil && d.off != len(b) {
 		d.failAt("%d trailing bytes after a %v op", len(b)-d.off, op.Kind)

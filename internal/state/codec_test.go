@@ -69,6 +69,10 @@ func goldenOps() []struct {
 			EnqueuedAt: 1700000000000, FinishedAt: 1700000002000, Fails: 1, Started: 1, Reason: "permanent failure: 404", Part: 1700604800000,
 			Spec:     &Spec{Kind: "email", Target: "smtp://mail.example.com:25", Key: "order-42", Policy: retry.Policy{Attempts: 3}, Queue: "bulk"},
 			Attempts: []Attempt{{N: 1, StartedAt: 1700000001000, EndedAt: 1700000002000, Class: retry.Permanent, Ended: true, Error: "404"}}}}},
+		{"limit", Op{Kind: OpLimit, At: 1700000000000, Target: "http://127.0.0.1:9000", Limit: retry.Limit{RateMilli: 100000, Burst: 10}}},
+		{"limit-removed", Op{Kind: OpLimit, At: 1700000000000, Target: "http://127.0.0.1:9000"}},
+		{"requeue-hold", Op{Kind: OpRequeue, ID: 1, At: 1700000000600, Due: 1700000300600, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "HTTP 429", HoldUntil: 1700000300600}},
+		{"fail-hold", Op{Kind: OpFail, ID: 1, At: 1700000000600, Attempt: 3, Class: retry.Retryable, BreakerFailed: true, Error: "gave up", HoldUntil: 1700000300600}},
 	}
 }
 
@@ -166,7 +170,12 @@ func TestDecodeRejects(t *testing.T) {
 		{"attempt over 32 bits", []byte{1, byte(OpStart), 1, 0, 0x80, 0x80, 0x80, 0x80, 0x10}, "does not fit 32 bits", false},
 		{"missing class", []byte{1, byte(OpSucceed), 1, 0, 1}, "class: missing", false},
 		{"class 5", []byte{1, byte(OpSucceed), 1, 0, 1, 5, 0, 0, 0}, "class 5 out of range", false},
-		{"unknown flag", []byte{1, byte(OpSucceed), 1, 0, 1, 1, 2, 0, 0}, "unknown flags 0x2", false},
+		{"unknown flag", []byte{1, byte(OpSucceed), 1, 0, 1, 1, 4, 0, 0}, "unknown flags 0x4", false},
+		{"hold flag without hold", []byte{1, byte(OpSucceed), 1, 0, 1, 1, 2, 0, 0}, "hold until", false},
+		{"hold until 0", []byte{1, byte(OpSucceed), 1, 0, 1, 1, 2, 0, 0, 0}, "hold until 0", false},
+		{"limit with a job id", []byte{1, 12, 1, 0, 0, 0, 0}, "has none", false},
+		{"limit with burst 0", []byte{1, 12, 0, 0, 1, 'a', 1, 0}, "burst 0", false},
+		{"limit burst without rate", []byte{1, 12, 0, 0, 1, 'a', 0, 1}, "rate 0", false},
 		{"string past the end", []byte{1, byte(OpCancel), 1, 0, 5, 'a'}, "reason: length 5 but only 1 bytes left", false},
 		{"trailing byte", append(append([]byte(nil), valid...), 0), "1 trailing bytes after a requeue op", false},
 		{"retry without due", valid[:len(valid)-1], "due: varint runs past the end", false},
@@ -310,6 +319,9 @@ func TestKindString(t *testing.T) {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, w)
 		}
 	}
+	if got := OpLimit.String(); got != "limit" {
+		t.Errorf("OpLimit.String() = %q, want limit", got)
+	}
 }
 
 // opDiff returns "" when a and b are the same op (nil and empty byte
@@ -319,7 +331,8 @@ func opDiff(a, b Op) string {
 	a.Spec, b.Spec = nil, nil
 	oa, ob := a.Output, b.Output
 	if a.Kind != b.Kind || a.ID != b.ID || a.At != b.At || a.Due != b.Due || a.Attempt != b.Attempt ||
-		a.Class != b.Class || a.BreakerFailed != b.BreakerFailed || a.Error != b.Error || !bytes.Equal(oa, ob) {
+		a.Class != b.Class || a.BreakerFailed != b.BreakerFailed || a.Error != b.Error || !bytes.Equal(oa, ob) ||
+		a.HoldUntil != b.HoldUntil || a.Target != b.Target || a.Limit != b.Limit {
 		return fmt.Sprintf("%+v (output %q) vs %+v (output %q)", a, oa, b, ob)
 	}
 	if (a.Queue == nil) != (b.Queue == nil) || (a.Queue != nil && *a.Queue != *b.Queue) {
@@ -405,7 +418,7 @@ func TestStoredValuesFrozen(t *testing.T) {
 // a rename (OpRetry became OpRequeue and OpRevive became OpRetry) must
 // never move a code, or old journals would replay as other ops.
 func TestOpCodesFrozen(t *testing.T) {
-	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpQueue: 10, OpSnooze: 11, OpSchedule: 13, OpDiscard: 14, OpTarget: 16} {
+	for k, want := range map[Kind]byte{OpEnqueue: 1, OpStart: 2, OpSucceed: 3, OpFail: 4, OpRequeue: 5, OpDefer: 6, OpCancel: 7, OpRetry: 8, OpExpire: 9, OpQueue: 10, OpSnooze: 11, OpLimit: 12, OpSchedule: 13, OpDiscard: 14, OpTarget: 16} {
 		if byte(k) != want {
 			t.Errorf("%v has code %d; its code is %d, frozen by the journal format", k, byte(k), want)
 		}

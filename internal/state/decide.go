@@ -95,12 +95,14 @@ func (s *State) Settle(id uint64, attempt uint32, class retry.Class, afterMS int
 
 // SettleJob decides what follows the open attempt `attempt` of job f, which
 // ended at now with class: OpSucceed; OpRequeue at now +
-// the wait (the server's afterMS capped at the policy's cap when afterMS ≥
-// 0, else the jittered backoff drawn with r); or OpFail with the reason:
+// the wait (the server's afterMS when afterMS ≥ 0, which the engine
+// bounds, else the jittered backoff drawn with r); or OpFail with the reason:
 // "permanent failure: <err>", "unsafe failure, not retried: <err>", "gave
 // up after N attempts: <err>" when no attempt is left, "deadline passed:
 // <err>" when the deadline falls at or before the next try. BreakerFailed
-// is set for a retryable or unsafe failure. A class that is not one of the
+// is set for a retryable or unsafe failure; HoldUntil is now + afterMS for
+// a retryable failure with a server wait, which holds its whole target
+// until then, whatever becomes of the job. A class that is not one of the
 // four counts as Unsafe. The caller checks that the attempt is open.
 func SettleJob(f Facts, attempt uint32, class retry.Class, afterMS int64, errText string, output []byte, now int64, r uint32) Op {
 	if !class.Valid() {
@@ -116,6 +118,10 @@ func SettleJob(f Facts, attempt uint32, class retry.Class, afterMS int64, errTex
 	b := retry.BudgetFor(p, f.Fails, f.FirstDue)
 	b.Left = max(b.Left-1, 0)
 	wait, stop := retry.PlanAfter(class, afterMS, p, b, f.Fails, now, r)
+	if class == retry.Retryable && afterMS >= 0 {
+		// The target asked to wait: no job of it starts before (FlowAfter).
+		op.HoldUntil = max(addSat(now, afterMS), 1)
+	}
 	switch {
 	case class == retry.Success:
 		op.Kind = OpSucceed

@@ -57,6 +57,11 @@ const (
 // limits.)
 const OpSchedule Kind = 13
 
+// OpLimit sets, at At, the rate limit of Target at run time: Limit, which
+// overrides the configured one; a zero Limit removes the limit (the
+// target then has none, even if one is configured). ID is 0. (Code 12.)
+const OpLimit Kind = 12
+
 // String returns the op's name ("enqueue", "start", …) or "kind(N)".
 func (k Kind) String() string {
 	switch k {
@@ -88,13 +93,15 @@ func (k Kind) String() string {
 		return "target"
 	case OpDiscard:
 		return "discard"
+	case OpLimit:
+		return "limit"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // jobless reports whether ops of kind k are about no one job (ID 0).
 func (k Kind) jobless() bool {
-	return k == OpExpire || k == OpQueue || k == OpSchedule || k == OpTarget
+	return k == OpExpire || k == OpQueue || k == OpLimit || k == OpSchedule || k == OpTarget
 }
 
 // outcome reports whether k ends an attempt with a class (OpSnooze ends
@@ -138,6 +145,13 @@ type Op struct {
 	Retention *Retention
 	// Queue is, for OpQueue only, the queue's new setting.
 	Queue *QueueSetting
+	// HoldUntil is, for outcome ops, when the target's own wait ends (the
+	// server's Retry-After): no job of the target starts before it. 0 for
+	// none.
+	HoldUntil int64
+	// Target and Limit are, for OpLimit only, the target and its limit.
+	Target string
+	Limit  retry.Limit
 	// Image is, for OpRetry only, the job as it was when it finished
 	// (spec, payload, history, partition): what a store that evicted the
 	// job needs to bring it back, so that replay never depends on what the

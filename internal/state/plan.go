@@ -16,8 +16,10 @@ const (
 	// the caller journals it and applies it (Apply, or Step on a row)
 	// before it plans the next job.
 	Planned Verdict = iota + 1
-	// Held: the job's target runs its per-target limit already; the job
-	// stays pending, untouched, and is not offered again in this claim.
+	// Held: the job's target runs its per-target limit already, or its
+	// slow start's window is full; the job stays pending, untouched. It
+	// holds the whole target: no later job of the target is planned in
+	// this claim (each would be Held too).
 	Held
 	// Stopped: the claim is complete (Max starts, or the bound of
 	// decisions reached); neither this job nor any after it is decided.
@@ -48,8 +50,11 @@ type QueueView interface {
 // claim order (higher priority first, then (due time, id)), with their targets' breakers as they stand when
 // each is offered, it starts, defers or fails each (AdmitJob), holds back
 // a job whose target has PerTarget attempts running (those running before
-// the claim plus those it starts) and the jobs of a paused queue or of a
-// queue at its concurrency (SetQueues), and stops once it has started Max
+// the claim plus those it starts) or whose target's slow start has its
+// window full (WithFlows), and the jobs of a paused queue or of a queue at
+// its concurrency (SetQueues), then, for a job the breaker admits, applies
+// its target's flow control (AdmitFlow: deferred while the target holds or
+// its bucket is empty), and stops once it has started Max
 // attempts or made 4096 deferrals and failures. It changes nothing: the
 // caller applies each planned op, so that the next job sees its effect on
 // the breaker. A PostgreSQL claim that reads its due rows in rounds feeds
@@ -65,6 +70,18 @@ type Planner struct {
 	byTarget       map[string]int // starts per target, when perTarget > 0
 	queues         QueueView      // nil: every queue unpaused, unbounded
 	targets        TargetView     // nil: no target disabled
+	// flow, when not nil, returns a target's flow control state and the
+	// limit in force, as it stands when a job is offered (WithFlows).
+	flow func(target string) (Flow, retry.Limit)
+}
+
+// WithFlows makes the planner apply the targets' flow control (AdmitFlow:
+// the ramp, the hold, the rate limit) after the breaker has admitted a
+// job: flow returns a target's Flow and limit in force, as the ops planned
+// so far left them. A store with no flow kept and no limit configured
+// (State.HasFlows) need not call it.
+func (p *Planner) WithFlows(flow func(target string) (Flow, retry.Limit)) {
+	p.flow = flow
 }
 
 // SetTargets makes the planner hold back the jobs of disabled targets, as
@@ -115,7 +132,26 @@ func (p *Planner) Plan(f Facts, target string, br retry.Breaker) (Op, Verdict) {
 			return Op{}, Held
 		}
 	}
+	var (
+		fl  Flow
+		lim retry.Limit
+	)
+	if p.flow != nil {
+		// The ramp holds the whole target, like PerTarget: before the
+		// breaker's decision, so that a job held once means every later
+		// job of its target is held in this claim too (the PostgreSQL
+		// claim then leaves the target out of its next rounds).
+		if fl, lim = p.flow(target); !fl.Ramp.Admits() {
+			p.held++
+			return Op{}, Held
+		}
+	}
 	op := AdmitJob(f, br, p.c, p.now)
+	if op.Kind == OpStart && p.flow != nil {
+		if v, due := AdmitFlow(fl, lim, p.now); v == FlowDefer {
+			op = Op{Kind: OpDefer, ID: f.ID, At: p.now, Due: due}
+		}
+	}
 	if op.Kind != OpStart {
 		p.decisions++
 		return op, Planned

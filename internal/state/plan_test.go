@@ -58,3 +58,31 @@ func TestPlanner(t *testing.T) {
 		t.Errorf("after %d deferrals a job of a healthy target got %v, want Stopped", maxDecisionsPerClaim, v)
 	}
 }
+
+// TestPlannerRampHoldsTarget: a slow start whose window is full holds its
+// whole target, before the breaker's decision: a job past its deadline is
+// held, not failed, so that a job held once means every later job of its
+// target is held in the claim (the PostgreSQL claim then selects none of
+// its rows again); with room in the window the same job fails.
+func TestPlannerRampHoldsTarget(t *testing.T) {
+	t.Parallel()
+	c := retry.Circuit{Threshold: 1, WindowMS: 1000, CooldownMS: 1000, Probes: 1, SlowStart: 8}
+	pol := retry.Policy{Attempts: 3, BaseMS: 1, CapMS: 1, DeadlineMS: 50}
+	late := Facts{ID: 1, Policy: pol, Due: 100, FirstDue: 0} // its deadline (50) has passed at 100
+	for _, tc := range []struct {
+		ramp retry.Ramp
+		want Verdict
+		kind Kind
+	}{
+		{retry.Ramp{Window: 2, Busy: 2}, Held, 0},
+		{retry.Ramp{Window: 2, Busy: 1}, Planned, OpFail},
+		{retry.Ramp{}, Planned, OpFail},
+	} {
+		p := NewPlanner(c, 100, 10, 0, nil)
+		p.WithFlows(func(string) (Flow, retry.Limit) { return Flow{Ramp: tc.ramp}, retry.Limit{} })
+		op, v := p.Plan(late, "t", retry.Breaker{})
+		if v != tc.want || op.Kind != tc.kind {
+			t.Errorf("ramp %+v: %v %+v, want %v of kind %v", tc.ramp, v, op, tc.want, tc.kind)
+		}
+	}
+}

@@ -202,9 +202,13 @@ func (m *sim) enqueue() {
 // dispatch starts, defers or fails due jobs like the engine does, holding
 // some of them to look past.
 func (m *sim) dispatch() {
+	// The claim rule, as the stores apply it (the flows included).
 	p := NewPlanner(m.cfg.Circuit, m.now, 4, 0, nil)
 	p.SetQueues(m.live)
 	p.SetTargets(m.live)
+	if m.live.HasFlows() || rapid.Bool().Draw(m.t, "withFlows") {
+		p.WithFlows(m.live.Flow)
+	}
 	heldQueues := map[string]bool{}
 	for range rapid.IntRange(1, 4).Draw(m.t, "claims") {
 		want := m.firstDue(heldQueues)
@@ -222,10 +226,18 @@ func (m *sim) dispatch() {
 			m.live.Hold(j.ID)
 			continue
 		}
+		fl, lim := m.live.Flow(j.Spec.Target)
 		op, v := p.Plan(FactsOf(j), j.Spec.Target, m.live.Breaker(j.Spec.Target))
 		if v == QueueHeld {
 			m.live.HoldQueue(j.Spec.Queue)
 			heldQueues[j.Spec.Queue] = true
+			continue
+		}
+		if v == Held {
+			if fl.Ramp.Admits() {
+				m.t.Fatalf("job %d held with room in its ramp %+v", j.ID, fl.Ramp)
+			}
+			m.live.Hold(j.ID)
 			continue
 		}
 		if v != Planned {
@@ -238,6 +250,9 @@ func (m *sim) dispatch() {
 			m.t.Fatalf("job %d starts in queue %+v", j.ID, q)
 		}
 		if op.Kind == OpStart {
+			if fl.Hold != 0 && fl.Hold > m.now || !fl.Bucket.Admits(lim, m.now) || !fl.Ramp.Admits() {
+				m.t.Fatalf("job %d of target %q started at %d against its flow %+v under %+v", j.ID, j.Spec.Target, m.now, fl, lim)
+			}
 			p := j.Spec.Policy
 			if p.DeadlineMS > 0 && j.FirstDue+p.DeadlineMS <= m.now {
 				m.t.Fatalf("job %d started at %d, deadline %d", j.ID, m.now, j.FirstDue+p.DeadlineMS)
@@ -451,14 +466,18 @@ func TestReplayEqualsLive(t *testing.T) {
 			WindowMS:   rapid.Int64Range(0, 3000).Draw(t, "window"),
 			CooldownMS: rapid.Int64Range(0, 2000).Draw(t, "cooldown"),
 			Probes:     rapid.IntRange(1, 3).Draw(t, "probes"),
+			SlowStart:  rapid.IntRange(0, 4).Draw(t, "slowStart"),
 		}, DisableAfterMS: rapid.SampledFrom([]int64{0, 1, 500, 4000}).Draw(t, "disableAfter")}
+		if rapid.Bool().Draw(t, "configLimits") {
+			cfg.Limits = &LimitConfig{Default: drawLimit(t, "default"), PerTarget: map[string]retry.Limit{"b": drawLimit(t, "limitB")}}
+		}
 		// Times start above 0 and stay there (at most 200 steps of 50 ms
 		// back): 0 is the "none" of a tick (Spec.Tick, TickPlan.Skip), as it
 		// is of wall-clock times, which are ms since 1970.
 		m := &sim{t: t, cfg: cfg, live: New(cfg), now: rapid.Int64Range(1<<20, 1<<41).Draw(t, "start")}
 		steps := rapid.IntRange(1, 200).Draw(t, "steps")
 		for range steps {
-			switch rapid.IntRange(0, 17).Draw(t, "action") {
+			switch rapid.IntRange(0, 18).Draw(t, "action") {
 			case 0, 1:
 				m.enqueue()
 			case 2, 3, 4:
@@ -496,10 +515,20 @@ func TestReplayEqualsLive(t *testing.T) {
 				m.setTarget()
 			case 17:
 				m.discard()
+			case 18:
+				m.step(Op{Kind: OpLimit, At: m.now, Target: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "limitTarget"), Limit: drawLimit(t, "limit")})
 			}
 		}
 		m.replay()
 	})
+}
+
+// drawLimit draws a rate limit, the zero one (none) among them.
+func drawLimit(t *rapid.T, label string) retry.Limit {
+	if rapid.IntRange(0, 3).Draw(t, label+"None") == 0 {
+		return retry.Limit{}
+	}
+	return retry.Limit{RateMilli: rapid.Int64Range(1, 5_000_000).Draw(t, label+"Rate"), Burst: rapid.IntRange(1, 4).Draw(t, label+"Burst")}
 }
 
 // TestReplayLongRun runs one long seeded sequence, so that attempt

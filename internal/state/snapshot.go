@@ -42,6 +42,9 @@ func (s *State) sections() []section {
 	if b := s.queueSection(); b != nil {
 		secs = append(secs, section{tag: sectionQueues, body: b})
 	}
+	if sec, ok := s.flowSection(); ok {
+		secs = append(secs, sec)
+	}
 	if len(s.schedules) > 0 {
 		secs = append(secs, section{tag: sectionSchedules, body: s.schedulesSection()})
 	}
@@ -67,6 +70,8 @@ func (s *State) readSection(tag uint64, d *decoder) {
 		s.readSchedules(d)
 	case sectionLife:
 		s.readLifeSection(d)
+	case sectionFlows:
+		s.readFlows(d)
 	default:
 		d.newer("snapshot section %d, which this build does not know", tag)
 	}

@@ -95,6 +95,7 @@ func FuzzFromSnapshot(f *testing.F) {
 	f.Add(sampleState().AppendSnapshot(nil))
 	f.Add(New(Config{}).AppendSnapshot(nil))
 	f.Add(scheduledState().AppendSnapshot(nil))
+	f.Add(flowState().AppendSnapshot(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := FromSnapshot(Config{Circuit: retry.DefaultCircuit()}, b)
 		if err != nil {

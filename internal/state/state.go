@@ -24,6 +24,9 @@ type Config struct {
 	// outcome is decided (State.Lifecycle): the disable it brings is
 	// journaled, so replay does not depend on it.
 	DisableAfterMS int64
+	// Limits are the configured rate limits (nil for none): see
+	// LimitConfig. Like Circuit, they are not journaled.
+	Limits *LimitConfig
 }
 
 // Counts is how many jobs are in each state.
@@ -82,6 +85,7 @@ type State struct {
 	running    []*Job // unordered; a running job's index is its position
 	keys       map[string]uint64
 	breakers   map[string]retry.Breaker // only the non-zero ones
+	flows      map[string]Flow          // only the non-zero ones (limits.go)
 	names      map[string]string        // interned job kinds and targets
 	lastKind   string                   // the last kind and target interned: a fast path
 	lastTarget string
@@ -122,6 +126,7 @@ func New(cfg Config) *State {
 		cfg:       cfg,
 		keys:      make(map[string]uint64),
 		breakers:  make(map[string]retry.Breaker),
+		flows:     make(map[string]Flow),
 		names:     make(map[string]string),
 		load:      make(map[string]*Counts),
 		nextID:    1,
@@ -192,7 +197,7 @@ func (s *State) SetSeq(seq uint64) { s.seq = seq }
 // Apply copies op.Spec but shares its Payload, and keeps op.Output: the
 // caller must not modify those bytes afterwards.
 func (s *State) Apply(op *Op) {
-	if s.frozen != nil && op.Kind != OpEnqueue && op.Kind != OpExpire && op.Kind != OpSchedule && op.Kind != OpTarget {
+	if s.frozen != nil && op.Kind != OpEnqueue && op.Kind != OpExpire && op.Kind != OpSchedule && op.Kind != OpTarget && op.Kind != OpLimit {
 		// Every other op changes at most its own job (expire only drops
 		// jobs from the live state, which the frozen one still holds).
 		s.preserve(op.ID)
@@ -217,6 +222,8 @@ func (s *State) Apply(op *Op) {
 		s.applyTarget(op)
 	case OpDiscard:
 		s.discarded = s.discard(op)
+	case OpLimit:
+		s.limit(op)
 	}
 }
 
@@ -230,6 +237,7 @@ func (s *State) expire(op *Op) {
 	}
 	s.retention = r
 	s.horizon = max(s.horizon, op.At)
+	s.settleFlows(op.At)
 	for p, c := range s.parts {
 		if p <= op.At {
 			s.counts.Succeeded -= c.Succeeded
@@ -515,6 +523,7 @@ func (s *State) step(op *Op) {
 	}
 	target := j.Spec.Target
 	br := s.breakers[target]
+	before := br
 	ch := Step(j, &br, s.cfg.Circuit, op)
 	if !ch.Applied {
 		return
@@ -523,6 +532,7 @@ func (s *State) step(op *Op) {
 		s.setBreaker(target, br)
 		s.feedLife(target, op)
 	}
+	s.flowStep(target, before, br, op)
 	if ch.From == ch.To {
 		if op.Kind == OpDefer && j.index >= 0 {
 			// A held job is placed when released.

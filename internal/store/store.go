@@ -90,6 +90,10 @@ type Limits struct {
 	PerTarget int // attempts running per target at most; 0 = unlimited
 	// Running reports how many attempts of a target run now (used with PerTarget).
 	Running func(target string) int
+	// Held, when not nil, is told how many due jobs the claim held back
+	// (state.Planner's Held: a target at PerTarget, or in a slow start
+	// whose window is full), once the claim is decided.
+	Held func(n int)
 }
 
 // Filter selects jobs for List.
@@ -105,7 +109,7 @@ type Filter struct {
 	Schedule string
 }
 
-// TargetInfo is one target's breaker and load.
+// TargetInfo is one target's breaker, load and flow control.
 type TargetInfo struct {
 	Target  string
 	Breaker retry.Breaker
@@ -114,6 +118,11 @@ type TargetInfo struct {
 	// Life is the target's lifecycle: whether it is disabled, and since
 	// when it has been failing.
 	Life state.TargetLife
+	// Flow is the target's flow control state (rate limit set at run
+	// time, bucket, hold, slow start ramp); Limit the rate limit in force
+	// (the zero Limit: none).
+	Flow  state.Flow
+	Limit retry.Limit
 }
 
 // Stats are the store's counts, maintained, never recomputed by scanning jobs.
@@ -236,8 +245,13 @@ type Store interface {
 	List(ctx context.Context, f Filter) ([]state.Job, uint64, error)
 	// Stats returns the counts by state and the queue's oldest due time.
 	Stats(ctx context.Context) (Stats, error)
-	// Targets returns every known target with its breaker and load.
+	// Targets returns every known target with its breaker, load and flow
+	// control.
 	Targets(ctx context.Context) ([]TargetInfo, error)
+	// SetLimit durably sets, at now, the rate limit of target at run time,
+	// overriding the configured one; the zero Limit removes it (the target
+	// then has no limit). lim must pass Validate.
+	SetLimit(ctx context.Context, now int64, target string, lim retry.Limit) error
 	// Expire drops the finished jobs whose retention ran out by now (and
 	// releases their idempotency keys).
 	Expire(ctx context.Context, now int64) error

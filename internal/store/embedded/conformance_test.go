@@ -20,7 +20,7 @@ func TestConformance(t *testing.T) {
 			s, err := Open(dir, Options{
 				Journal:       journal.Options{SegmentSize: 4 << 10, NoPreallocate: true},
 				SnapshotBytes: 3 << 10,
-				State:         state.Config{Circuit: cfg.Circuit, DisableAfterMS: cfg.DisableAfterMS},
+				State:         state.Config{Circuit: cfg.Circuit, DisableAfterMS: cfg.DisableAfterMS, Limits: cfg.Limits},
 				Retention:     cfg.Retention,
 				Now:           storetest.T0,
 			})

@@ -356,6 +356,9 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 	p := state.NewPlanner(s.st.Circuit(), now, lim.Max, lim.PerTarget, lim.Running)
 	p.SetQueues(s.st)
 	p.SetTargets(s.st)
+	if s.st.HasFlows() {
+		p.WithFlows(s.st.Flow)
+	}
 	for !p.Done() {
 		job, ok := s.st.PeekDue(now)
 		if !ok {
@@ -383,6 +386,9 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 	}
 	if p.Held() > 0 {
 		s.st.ReleaseHeld()
+		if lim.Held != nil {
+			lim.Held(p.Held())
+		}
 	}
 	return claims, ops
 }
@@ -848,6 +854,7 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	for target, l := range load {
 		out = append(out, store.TargetInfo{Target: target, Pending: l.Pending, Running: l.Running})
 	}
+	out = s.withFlowsLocked(out)
 	slices.SortFunc(out, func(a, b store.TargetInfo) int { return strings.Compare(a.Target, b.Target) })
 	return out, nil
 }
@@ -872,7 +879,7 @@ func (s *Store) Expire(ctx context.Context, now int64) error {
 		return err
 	}
 	c := s.st.Counts()
-	if c.Succeeded+c.Failed+c.Cancelled == 0 {
+	if c.Succeeded+c.Failed+c.Cancelled == 0 && !s.st.FlowsRunOut(now) {
 		s.mu.Unlock()
 		return nil
 	}

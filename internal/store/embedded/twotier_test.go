@@ -210,7 +210,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				crashed = mem.CrashClone(rand.New(rand.NewPCG(uint64(step), 7)))
 			}
 			now += rapid.Int64Range(0, 900).Draw(rt, "dt")
-			switch rapid.IntRange(0, 13).Draw(rt, "action") {
+			switch rapid.IntRange(0, 14).Draw(rt, "action") {
 			case 0, 1:
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				jobs := make([]store.NewJob, n)
@@ -246,7 +246,8 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				c := claimed[i]
 				claimed = append(claimed[:i], claimed[i+1:]...)
 				class := retry.Class(rapid.IntRange(int(retry.Success), int(retry.Unsafe)).Draw(rt, "class"))
-				out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: -1, Error: "e"}
+				// A server's wait holds the job's whole target (a flow).
+				out := store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: rapid.SampledFrom([]int64{-1, -1, 0, 500}).Draw(rt, "after"), Error: "e"}
 				out.Gone = class == retry.Permanent && rapid.IntRange(0, 2).Draw(rt, "gone") == 0
 				if rapid.IntRange(0, 3).Draw(rt, "snooze") == 0 {
 					out = store.Outcome{ID: c.ID, Attempt: c.Attempt, Snooze: true, AfterMS: rapid.Int64Range(0, 500).Draw(rt, "snoozeFor")}
@@ -312,6 +313,14 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				// unfinished or unknown one is refused.
 				id := rapid.Uint64Range(1, maxID+1).Draw(rt, "discard")
 				if err := s.Discard(ctx, now, id); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrNotFinished) {
+					rt.Fatal(err)
+				}
+			case 14:
+				l := retry.Limit{}
+				if rapid.Bool().Draw(rt, "limited") {
+					l = retry.Limit{RateMilli: rapid.Int64Range(500, 50_000).Draw(rt, "rate"), Burst: rapid.IntRange(1, 3).Draw(rt, "burst")}
+				}
+				if err := s.SetLimit(ctx, now, rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "limitTarget"), l); err != nil {
 					rt.Fatal(err)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -16,6 +17,10 @@ import (
 type breakerRow struct {
 	b, orig retry.Breaker
 	locked  bool
+	// flow is the target's flow as the transaction holds it, when it
+	// locked its row (flowLocked); flowOrig as it read it (flows.go).
+	flow, flowOrig state.Flow
+	flowLocked     bool
 }
 
 // loadBreakers reads the breakers of the targets not yet in into and adds
@@ -159,6 +164,7 @@ func readBreakers(rows pgx.Rows) (map[string]retry.Breaker, error) {
 // locked breaker may change.
 func queueBreakerWrites(b *pgx.Batch, brs map[string]*breakerRow) error {
 	for t, br := range brs {
+		queueFlowWrite(b, t, br)
 		if sameBreaker(br.b, br.orig) {
 			continue
 		}

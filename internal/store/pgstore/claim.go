@@ -40,17 +40,19 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 		// one and the first due rows.
 		var (
 			nonZero map[string]retry.Breaker
+			flows   map[string]state.Flow
 			due     []*jobRow
 			queues  claimQueues
 		)
 		queueQueues(b, &queues)
 		queueNonZeroBreakers(b, &nonZero)
+		queueNonZeroFlows(b, &flows)
 		queueDue(b, now, lim.Max, &due)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
 		res, seenNonZero = claimResult{}, nonZero
-		return s.newClaim(tx, now, lim, nil, nonZero, queues, &res).run(ctx, &due)
+		return s.newClaim(tx, now, lim, nil, nonZero, queues, flows, &res).run(ctx, &due)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -59,6 +61,9 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 	s.claimed(gen, res)
 	if res.deferred {
 		s.wakeNodes()
+	}
+	if res.held > 0 && lim.Held != nil {
+		lim.Held(res.held)
 	}
 	return res.claims, nil
 }
@@ -109,6 +114,7 @@ type claimResult struct {
 	exhausted bool  // every due job not locked by another node was looked at
 	next      int64 // then: the next due time (now while jobs are held)
 	hasNext   bool
+	held      int // due jobs the planner held back (Limits.Held)
 }
 
 // claimTx is one claim inside a transaction: what it has read and decided
@@ -126,9 +132,13 @@ type claimTx struct {
 	brs map[string]*breakerRow
 	// nonZero is as for loadBreakers.
 	nonZero map[string]retry.Breaker
-	plan    state.Planner
-	held    []int64 // the jobs held back by the per-target limit: not selected again
-	queues  claimQueues
+	// flows holds every flow that was not the zero one when tx read them
+	// (queueNonZeroFlows): the rows the claim locks, with those of the
+	// targets that have a configured limit.
+	flows  map[string]state.Flow
+	plan   state.Planner
+	held   []string // the targets held back (per-target limit, slow start): not selected again
+	queues claimQueues
 	// heldQueues are the queues found at their concurrency: their jobs
 	// are not selected again.
 	heldQueues []string
@@ -138,17 +148,22 @@ type claimTx struct {
 
 // newClaim returns the claim at now within lim inside tx, which decides
 // into *res. brs holds the breakers tx has read already (nil for none).
-func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, queues claimQueues, res *claimResult) *claimTx {
+func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, queues claimQueues, flows map[string]state.Flow, res *claimResult) *claimTx {
 	if brs == nil {
 		brs = make(map[string]*breakerRow)
 	}
 	res.at = now
 	c := &claimTx{
-		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, held: []int64{}, res: res,
+		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, flows: flows, held: []string{}, res: res,
 		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running), queues: queues, heldQueues: []string{},
 	}
 	c.plan.SetQueues(queues)
 	s.noteBounded(queues)
+	// Always: a flow the claim did not see in its first read may be
+	// locked later (a breaker that changed meanwhile, changedSince), or
+	// by the outcomes before this claim (Finish). A target whose flow is
+	// not locked has the zero flow and its configured limit.
+	c.plan.WithFlows(s.flowOf(brs))
 	return c
 }
 
@@ -179,6 +194,9 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 		if err := c.s.loadBreakers(ctx, c.tx, targets, nil, c.brs, c.nonZero); err != nil {
 			return nil, err
 		}
+		if err := c.s.loadFlows(ctx, c.tx, c.s.flowsNeeded(targets, c.flows, changedSince(c.brs, c.nonZero)), c.brs); err != nil {
+			return nil, err
+		}
 		b, left := c.decide(due)
 		last := left != nil || c.plan.Done()
 		if !last && len(due) < want {
@@ -192,6 +210,7 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 		if last {
 			// The last round's writes share their round trip with the
 			// claim's end and the COMMIT: the caller sends them.
+			c.res.held = c.plan.Held()
 			return b, endClaim(b, c.now, c.res, c.brs, c.deferred, len(c.held)+len(c.heldQueues) > 0)
 		}
 		if err := sendBatch(ctx, c.tx, b); err != nil {
@@ -220,7 +239,14 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 			break
 		}
 		if v == state.Held {
-			c.held = append(c.held, int64(r.ID))
+			// The whole target is held for the rest of the claim
+			// (state.Held): its rows are not selected again. Not the
+			// job alone: a backlog of one target held back (a slow
+			// start) would be selected round after round, each round
+			// walking past every row held before.
+			if !slices.Contains(c.held, target) {
+				c.held = append(c.held, target)
+			}
 			continue
 		}
 		if v == state.QueueHeld {
@@ -229,7 +255,9 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 			}
 			continue
 		}
+		before := br.b
 		r.step(&br.b, circuit, &op, node)
+		c.s.feedFlow(target, br, before, &op)
 		switch op.Kind {
 		case state.OpStart:
 			buf = appendAttempt(buf[:0], stored(r.Attempts[len(r.Attempts)-1], node)) // the attempt Step started
@@ -312,7 +340,7 @@ const dueCols = `id, kind, target, payload, attempts, base_ms, cap_ms, deadline_
 		due, first_due, fails, started, last_error, queue, priority, metadata`
 
 // dueWhere selects the due jobs of dueSQL.
-const dueWhere = `state = ` + pendingCode + ` AND due <= $1 AND NOT (id = ANY($2))
+const dueWhere = `state = ` + pendingCode + ` AND due <= $1 AND NOT (target = ANY($2::text[]))
 		AND NOT (queue = ANY($4::text[] || ` + pausedQueues + `))
 		AND NOT (target = ANY(` + disabledTargets + `))`
 
@@ -330,7 +358,7 @@ func claimWant(n, round int) int {
 // queueDue queues, in b, the first round of a claim for up to max attempts
 // at now (dueSQL), its rows into *into.
 func queueDue(b *pgx.Batch, now int64, max int, into *[]*jobRow) {
-	queueDueRound(b, now, []int64{}, []string{}, claimWant(max, 0), into)
+	queueDueRound(b, now, []string{}, []string{}, claimWant(max, 0), into)
 }
 
 // noSort and sortAgain surround a claim's dueSQL (queueDueRound).
@@ -339,8 +367,8 @@ const (
 	sortAgain = "SET LOCAL enable_sort TO DEFAULT"
 )
 
-// queueDueRound queues, in b, dueSQL for want rows at now, not those in
-// held, its rows into *into. The planner may not sort: where its
+// queueDueRound queues, in b, dueSQL for want rows at now, not those of
+// the targets in held nor of the queues in heldQueues, its rows into *into. The planner may not sort: where its
 // statistics say that few jobs are due (a table not analyzed yet, or
 // analyzed while the queue was short), it would fetch every due row
 // through a bitmap scan and sort them all, on every claim (8-20 ms with
@@ -349,7 +377,7 @@ const (
 // statement that cannot do without one, enable_sort = off only inflates
 // the plan's cost, enough to have it compiled by the JIT (40-150 ms for
 // the breakers' ORDER BY target COLLATE "C").
-func queueDueRound(b *pgx.Batch, now int64, held []int64, heldQueues []string, want int, into *[]*jobRow) {
+func queueDueRound(b *pgx.Batch, now int64, held []string, heldQueues []string, want int, into *[]*jobRow) {
 	b.Queue(noSort)
 	b.Queue(dueSQL, now, held, want, heldQueues).Query(func(rows pgx.Rows) error {
 		var err error

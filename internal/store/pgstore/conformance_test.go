@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, cfg storetest.Config) (store.Store, func(*testing.T) store.Store) {
 		url := pgtest.URL(t)
 		openURL := func(t *testing.T) store.Store {
-			s, err := Open(context.Background(), url, Options{Circuit: cfg.Circuit, DisableAfterMS: cfg.DisableAfterMS, Retention: cfg.Retention, Migrate: true})
+			s, err := Open(context.Background(), url, Options{Circuit: cfg.Circuit, DisableAfterMS: cfg.DisableAfterMS, Retention: cfg.Retention, Limits: cfg.Limits, Migrate: true})
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}

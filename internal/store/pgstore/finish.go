@@ -58,6 +58,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// rows (which see this transaction's retries, queued before them).
 		var (
 			nonZero map[string]retry.Breaker
+			flows   map[string]state.Flow
 			due     []*jobRow
 		)
 		// The queues first: the shared queueLock is taken before any row
@@ -78,6 +79,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// misses one costs loadBreakers a round trip, no more.
 		queueLockBreakers(b, s.breakersToLock(fast, fls), brs)
 		queueNonZeroBreakers(b, &nonZero)
+		queueNonZeroFlows(b, &flows)
 		if lim.Max > 0 {
 			queueDue(b, now, lim.Max, &due)
 		}
@@ -85,7 +87,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			return nil, err
 		}
 		var slowRecorded bool
-		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero)
+		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero, flows)
 		seenNonZero, disabled, fastLives = nonZero, fast.disabled, fast.lives
 		if err != nil {
 			return nil, err
@@ -103,7 +105,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			// are then held): read them again.
 			pre = nil
 		}
-		return s.newClaim(tx, now, lim, brs, nonZero, queues, &res).run(ctx, pre)
+		return s.newClaim(tx, now, lim, brs, nonZero, queues, flows, &res).run(ctx, pre)
 	})
 	s.mu.Lock()
 	for _, o := range outs {
@@ -197,7 +199,7 @@ func (s *Store) noteTrouble(nonZero map[string]retry.Breaker) {
 // on their rows, read FOR UPDATE, as before. The breakers then take the
 // recorded outcomes in the batch's order, as the embedded store applies
 // them.
-func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32, outs []store.Outcome, fls []*flight, fast *fastSettle, brs map[string]*breakerRow, nonZero map[string]retry.Breaker) (fenced []store.Outcome, requeued, slowRecorded bool, err error) {
+func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32, outs []store.Outcome, fls []*flight, fast *fastSettle, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, flows map[string]state.Flow) (fenced []store.Outcome, requeued, slowRecorded bool, err error) {
 	if len(outs) == 0 {
 		return nil, false, false, nil
 	}
@@ -256,10 +258,25 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 	if err := s.loadBreakers(ctx, tx, ts, mayFail, brs, nonZero); err != nil {
 		return nil, false, false, err
 	}
+	// The flows these outcomes change: those kept, those of a configured
+	// limit, those a hold or a closing breaker (half-open now) begins.
+	holds := make(map[string]bool)
+	for i, op := range ops {
+		if op != nil && op.HoldUntil != 0 {
+			holds[targets[i]] = true
+		}
+	}
+	moved := changedSince(brs, nonZero)
+	need := s.flowsNeeded(ts, flows, func(t string) bool { return holds[t] && t != "" || brs[t].b.State == retry.HalfOpen || moved(t) })
+	if err := s.loadFlows(ctx, tx, need, brs); err != nil {
+		return nil, false, false, err
+	}
 	for i, op := range ops {
 		if op != nil {
 			br := brs[targets[i]]
+			before := br.b
 			br.b = state.BreakerAfter(br.b, c, op)
+			s.feedFlow(targets[i], br, before, op)
 		}
 	}
 	if fast.disabled, err = s.settleLife(ctx, tx, ops, targets, outs, fast.lives); err != nil {

@@ -126,6 +126,9 @@ type Options struct {
 	// Retention says how long finished jobs are kept; nil keeps them
 	// forever. Expire applies it.
 	Retention *state.Retention
+	// Limits are the configured rate limits (nil for none); like Circuit,
+	// they must be the same on every node.
+	Limits *state.LimitConfig
 	// MaxConns bounds the connection pool (the notification listener
 	// takes one more). Defaults to 10.
 	MaxConns int32
@@ -603,7 +606,8 @@ func (s *Store) heartbeat() {
 // releases their keys, in batches of expireBatch for up to expireFor. A
 // job expires at the end of the bucket of width ttl/16 its expiry time
 // falls in (state.PartOf, the embedded store's partitions), so that both
-// stores keep and drop the same jobs. The engine calls it periodically. A
+// stores keep and drop the same jobs, and first settles the targets' flows
+// (settleFlows). The engine calls it periodically. A
 // failed delete is logged, not returned: it is tried again at the next
 // call, and a transient database error must not stop the runner.
 func (s *Store) Expire(ctx context.Context, now int64) error {
@@ -613,6 +617,9 @@ func (s *Store) Expire(ctx context.Context, now int64) error {
 	}
 	if err := s.usable(); err != nil {
 		return err
+	}
+	if err := s.settleFlows(ctx, now); err != nil && ctx.Err() == nil {
+		s.log.Warn("pgstore: settling the targets' flows failed; trying again at the next expiry", "err", err)
 	}
 	sql, args, ok := expireSQL(r, now, expireBatch)
 	if !ok {

@@ -167,7 +167,7 @@ func TestSameAsEmbedded(t *testing.T) {
 	}
 	rapid.Check(t, func(rt *rapid.T) {
 		// A fresh database state for each run.
-		if _, err := pg.pool.Exec(ctx, "TRUNCATE runlog_jobs, runlog_breakers, runlog_target_life; ALTER SEQUENCE runlog_job_id RESTART"); err != nil {
+		if _, err := pg.pool.Exec(ctx, "TRUNCATE runlog_jobs, runlog_breakers, runlog_target_life, runlog_flows; ALTER SEQUENCE runlog_job_id RESTART"); err != nil {
 			rt.Fatal(err)
 		}
 		pg.invalidate()
@@ -759,7 +759,7 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 		}
 		defer tx.Rollback(ctx)
 		var lines []string
-		b.Queue("EXPLAIN "+dueSQL, int64(1<<40), []int64{}, 129, []string{}).Query(func(rows pgx.Rows) error {
+		b.Queue("EXPLAIN "+dueSQL, int64(1<<40), []string{}, 129, []string{}).Query(func(rows pgx.Rows) error {
 			var err error
 			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
 			return err

@@ -249,6 +249,9 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	if err := s.addLives(ctx, byTarget); err != nil {
 		return nil, err
 	}
+	if err := s.flowTargets(ctx, byTarget, info); err != nil {
+		return nil, err
+	}
 	if len(byTarget) == 0 {
 		return nil, nil
 	}
