@@ -612,6 +612,10 @@ func TestPostgresStaleNode(t *testing.T) {
 		t.Skip("pauses a node past its lease for 3 s")
 	}
 	c := newCluster(t)
+	// The lease of TestPostgresMultiNode, for the same reason: with 1 s,
+	// node b's own heartbeats lagged past its lease under -race and load
+	// (seen once), and b's attempt was rescued too.
+	c.lease = multiNodeLease
 	ctx := context.Background()
 	a := c.start("a", 0)
 	// Wait for a's schema migrations, then enqueue in the test's own
