@@ -27,6 +27,9 @@ import (
 //
 //	RUNLOG_BENCH_JOBS=10000000 go test -run '^$' -bench BenchmarkCapacityHistory -benchtime 1x .
 //	RUNLOG_BENCH_JOBS=1000000 RUNLOG_BENCH_PAYLOAD=4096 go test -run '^$' -bench BenchmarkCapacityBacklog -benchtime 1x .
+//
+// RUNLOG_BENCH_DIR (an empty directory) keeps the backlog's directory, to
+// profile its reopen: RUNLOG_CAPACITY_DIR=that go test -run TestCapacityReopen -cpuprofile ...
 
 // peakRSS returns the process's peak resident set (VmHWM) in MiB.
 func peakRSS() float64 {
@@ -158,6 +161,10 @@ func BenchmarkCapacityBacklog(b *testing.B) {
 	size := envInt("RUNLOG_BENCH_PAYLOAD", 50)
 	for range b.N {
 		dir := b.TempDir()
+		if keep := os.Getenv("RUNLOG_BENCH_DIR"); keep != "" {
+			// Kept for a profile of the reopen (TestCapacityReopen).
+			dir = keep
+		}
 		r, err := runlog.Open(dir, runlog.Config{Logger: quietLogger(), MaxPayload: max(size, 1<<20),
 			Handlers: map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, []byte) error { return nil })}})
 		if err != nil {
