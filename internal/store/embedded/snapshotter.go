@@ -307,9 +307,7 @@ func (c *snapshotter) snapshotClosed(st *state.State) (store.SnapshotStats, erro
 	c.mu.Lock()
 	unchanged := next-1 == c.lastSeq
 	c.mu.Unlock()
-	if unchanged && !c.s.sp.holdsPayloads() {
-		// (A snapshot of the same record that holds payloads is written
-		// again without them: see spiller.checkpoint.)
+	if unchanged {
 		return store.SnapshotStats{}, nil
 	}
 	if err := c.s.sp.checkpoint(next-1, true); err != nil {

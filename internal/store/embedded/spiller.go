@@ -215,21 +215,6 @@ func (sp *spiller) budgetLocked(seq uint64) {
 	sp.signal()
 }
 
-// holdsPayloads reports whether memory holds the payload of a live job
-// (which a final checkpoint spills).
-func (sp *spiller) holdsPayloads() bool {
-	sp.s.mu.Lock()
-	defer sp.s.mu.Unlock()
-	held := false
-	if sp.budget >= 0 {
-		sp.s.st.Scan(0, false, func(j *state.Job) bool {
-			held = !j.State.Finished() && len(j.Spec.Payload) > 0
-			return !held
-		})
-	}
-	return held
-}
-
 // spillAllLocked queues the spill of every payload memory holds of a live
 // job; seq is a durable record. s.mu must be held.
 func (sp *spiller) spillAllLocked(seq uint64) {
