@@ -93,14 +93,8 @@ type spiller struct {
 	once sync.Once
 }
 
-// spillBatch is how many finished jobs one round copies at most, and how
-// many payloads it spills.
+// spillBatch is how many finished jobs one round copies at most.
 const spillBatch = 4096
-
-// spillBatchBytes bounds the payload bytes one round spills (the batch
-// that writes them holds a copy): 4096 payloads of 4 KiB made batches of
-// 32 MiB and more.
-const spillBatchBytes = 4 << 20
 
 // The spiller copies finished jobs out when the store is quiet, so that
 // a burst of short jobs is not slowed by table writes in its midst (on a
@@ -211,18 +205,6 @@ func (sp *spiller) budgetLocked(seq uint64) {
 			over -= cachedCost(j.Spec.Payload)
 		}
 		return over > 0
-	})
-	sp.signal()
-}
-
-// spillAllLocked queues the spill of every payload memory holds of a live
-// job; seq is a durable record. s.mu must be held.
-func (sp *spiller) spillAllLocked(seq uint64) {
-	sp.s.st.Scan(0, false, func(j *state.Job) bool {
-		if !j.State.Finished() && len(j.Spec.Payload) > 0 {
-			sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: j.ID})
-		}
-		return true
 	})
 	sp.signal()
 }
@@ -348,14 +330,12 @@ func (sp *spiller) round() (bool, error) {
 	})
 	npl := 0
 	var pays [][]byte
-	payBytes := 0
-	for npl < len(sp.payloads) && sp.payloads[npl].seq <= durable && npl < spillBatch && payBytes < spillBatchBytes {
+	for npl < len(sp.payloads) && sp.payloads[npl].seq <= durable && npl < spillBatch {
 		var p []byte
 		if j, ok := s.st.Job(sp.payloads[npl].id); ok && !j.State.Finished() && !j.Spilled {
 			p = j.Spec.Payload
 		}
 		pays = append(pays, p)
-		payBytes += len(p)
 		npl++
 	}
 	pls := sp.payloads[:npl:npl]
@@ -416,7 +396,7 @@ func (sp *spiller) round() (bool, error) {
 	}
 	sp.payloads = sp.payloads[npl:]
 	sp.cond.Broadcast()
-	more := len(jobs) == spillBatch || npl == spillBatch || payBytes >= spillBatchBytes
+	more := len(jobs) == spillBatch || npl == spillBatch
 	s.mu.Unlock()
 	return more, nil
 }
@@ -427,20 +407,10 @@ func (sp *spiller) round() (bool, error) {
 // no wait: a job not yet evicted is in the snapshot), then flushes the
 // table. The journal must be durable up to seq. With last set the spiller
 // is stopped before the flush: the snapshot that follows encodes the live
-// state, not a frozen one, so nothing may be evicted after the flush. And
-// with last set, the payloads memory holds are spilled first, so that the
-// final snapshot holds none: the next open reads only the memory tier
-// proper, and the payloads of the jobs it claims come from the table.
+// state, not a frozen one, so nothing may be evicted after the flush.
 func (sp *spiller) checkpoint(seq uint64, last bool) error {
 	s := sp.s
 	s.mu.Lock()
-	if last && sp.budget >= 0 {
-		sp.spillAllLocked(seq)
-		for len(sp.payloads) > 0 && s.failed == nil && !sp.stopped {
-			sp.hurryLocked()
-			sp.cond.Wait()
-		}
-	}
 	for len(sp.effects) > 0 && sp.effects[0].seq <= seq && s.failed == nil && !sp.stopped {
 		sp.hurryLocked()
 		sp.cond.Wait()
