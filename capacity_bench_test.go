@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ import (
 //
 //	RUNLOG_BENCH_JOBS=10000000 go test -run '^$' -bench BenchmarkCapacityHistory -benchtime 1x .
 //	RUNLOG_BENCH_JOBS=1000000 RUNLOG_BENCH_PAYLOAD=4096 go test -run '^$' -bench BenchmarkCapacityBacklog -benchtime 1x .
+//
+// RUNLOG_BENCH_DIR (an empty directory) keeps the backlog's directory, to
+// profile its reopen: RUNLOG_CAPACITY_DIR=that go test -run TestCapacityReopen -cpuprofile ...
 
 // peakRSS returns the process's peak resident set (VmHWM) in MiB.
 func peakRSS() float64 {
@@ -65,7 +69,12 @@ func TestCapacityReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("reopen-ms %.1f reopen-peak-rss-MiB %.1f jobs %d pending %d\n", float64(open.Microseconds())/1000, peakRSS(), st.Pending+st.Running+st.Succeeded+st.Failed+st.Cancelled, st.Pending)
+	// The CPU time of the open (every thread, the collector's included):
+	// on a shared machine the wall time mostly says how busy it was.
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	fmt.Printf("reopen-ms %.1f reopen-peak-rss-MiB %.1f jobs %d pending %d reopen-cpu-ms %.1f\n", float64(open.Microseconds())/1000, peakRSS(), st.Pending+st.Running+st.Succeeded+st.Failed+st.Cancelled, st.Pending, float64(cpu.Microseconds())/1000)
 	r.Close(context.Background())
 }
 
@@ -80,10 +89,12 @@ func reopenChild(b *testing.B, dir string) {
 	}
 	for line := range bytes.Lines(out) {
 		f := strings.Fields(string(line))
-		if len(f) == 8 && f[0] == "reopen-ms" {
+		if len(f) == 10 && f[0] == "reopen-ms" {
 			ms, _ := strconv.ParseFloat(f[1], 64)
 			rss, _ := strconv.ParseFloat(f[3], 64)
+			cpu, _ := strconv.ParseFloat(f[9], 64)
 			b.ReportMetric(ms, "reopen-ms")
+			b.ReportMetric(cpu, "reopen-cpu-ms")
 			b.ReportMetric(rss, "reopen-peak-RSS-MiB")
 			b.Logf("reopened: %s", line)
 			return
@@ -158,6 +169,10 @@ func BenchmarkCapacityBacklog(b *testing.B) {
 	size := envInt("RUNLOG_BENCH_PAYLOAD", 50)
 	for range b.N {
 		dir := b.TempDir()
+		if keep := os.Getenv("RUNLOG_BENCH_DIR"); keep != "" {
+			// Kept for a profile of the reopen (TestCapacityReopen).
+			dir = keep
+		}
 		r, err := runlog.Open(dir, runlog.Config{Logger: quietLogger(), MaxPayload: max(size, 1<<20),
 			Handlers: map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, []byte) error { return nil })}})
 		if err != nil {

@@ -243,7 +243,7 @@ func Decode(b []byte) (Op, error) {
 	case OpDefer, OpRetry:
 		op.Due = d.varint("due")
 		if v == ImageFormatVersion && d.err == nil {
-			op.Image = d.job(2, func(s string) string { return s })
+			op.Image = d.job(2, nil)
 			if d.err == nil && (op.Image.ID != op.ID || !op.Image.State.Finished()) {
 				d.failAt("retry of job %d carries an image of job %d in state %v", op.ID, op.Image.ID, op.Image.State)
 			}

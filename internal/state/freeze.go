@@ -87,9 +87,7 @@ func (s *State) preserve(id uint64) {
 	if j == nil {
 		return
 	}
-	c := *j
-	sp := *j.Spec // SpillPayload changes a Spec in place
-	c.Spec = &sp
+	c := *j // its Spec is never changed in place (compact.go): shared
 	c.Attempts = slices.Clone(j.Attempts)
 	f.saved[id] = &c
 }

@@ -78,7 +78,10 @@ type Job struct {
 	// ID is the job's id, from 1.
 	ID uint64
 	// Spec is the job's definition (kept after it finishes, for
-	// inspection). Kind and Target strings are shared between jobs.
+	// inspection). Kind and Target strings are shared between jobs, and so
+	// is the whole Spec of jobs that hold nothing of their own in it (no
+	// payload in memory, no key, no metadata: compact.go); the state never
+	// changes a Spec in place, it gives the job another.
 	Spec *Spec
 	// Due is when the job may next start (pending), or last became due.
 	Due int64

@@ -346,7 +346,7 @@ func AppendJob(dst []byte, j *Job) []byte { return appendSnapshotJob(dst, j) }
 // panics. The job's strings and bytes do not alias b.
 func DecodeJob(b []byte) (*Job, error) {
 	d := &decoder{b: b}
-	j := d.job(2, func(s string) string { return s })
+	j := d.job(2, nil)
 	if d.err == nil && d.left() != 0 {
 		d.failAt("%d trailing bytes after a job", d.left())
 	}
@@ -356,22 +356,26 @@ func DecodeJob(b []byte) (*Job, error) {
 	return j, nil
 }
 
-// job reads one job of a snapshot body of version v (1 or 2), interning
-// its kind and target with intern. It checks the fields' ranges, not the
-// job's place among others.
-func (d *decoder) job(v byte, intern func(string) string) *Job {
-	a := &jobAlloc{}
-	j := &a.job
-	j.Spec = &a.spec
-	j.index = -1
+// job reads one job of a snapshot body of version v (1 or 2). With a state
+// s, its names are s's and its Spec is s's own (ownSpec: shared with other
+// jobs when it can be); without, they are the job's own. It checks the
+// fields' ranges, not the job's place among others.
+func (d *decoder) job(v byte, s *State) *Job {
+	j := &Job{index: -1}
 	j.ID = d.uvarint("id")
 	st := JobState(d.byte("state"))
 	j.Due, j.FirstDue, j.EnqueuedAt, j.FinishedAt = d.varint("due"), d.varint("first due"), d.varint("enqueued at"), d.varint("finished at")
 	fails, started := d.uvarint("fails"), d.uvarint("started")
 	j.LastError, j.Reason = d.string("last error"), d.string("reason")
-	sp := &a.spec
-	sp.Kind = intern(d.string("kind"))
-	sp.Target = intern(d.string("target"))
+	var spec Spec
+	sp := &spec
+	if s != nil {
+		sp.Kind = s.internBytes(d.raw("kind"))
+		sp.Target = s.internBytes(d.raw("target"))
+	} else {
+		sp.Kind = d.string("kind")
+		sp.Target = d.string("target")
+	}
 	sp.Payload = d.bytes("payload")
 	sp.Key = d.string("key")
 	attempts := d.varint("attempts")
@@ -421,6 +425,12 @@ func (d *decoder) job(v byte, intern func(string) string) *Job {
 	}
 	if d.err != nil {
 		return nil
+	}
+	if s != nil {
+		j.Spec = s.ownSpec(sp)
+	} else {
+		j.Spec = new(Spec)
+		*j.Spec = spec
 	}
 	return j
 }
@@ -536,9 +546,8 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 		s.jobs = make([]*Job, 0, n)
 		s.ids = make([]uint64, 0, n)
 	}
-	intern := func(name string) string { return s.intern(name, &s.lastTarget) }
 	for i := uint64(0); d.err == nil && i < n; i++ {
-		j := d.job(v, intern)
+		j := d.job(v, s)
 		if d.err != nil {
 			break
 		}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"hash/maphash"
 	"math"
 	"slices"
 	"sort"
@@ -89,6 +90,8 @@ type State struct {
 	names      map[string]string        // interned job kinds and targets
 	lastKind   string                   // the last kind and target interned: a fast path
 	lastTarget string
+	lastQueue  string
+	shared     sharedSpecs // Specs shared by jobs (compact.go)
 	nextID     uint64
 	counts     Counts
 	load       map[string]*Counts // pending and running jobs per target, maintained
@@ -134,6 +137,7 @@ func New(cfg Config) *State {
 		parts:     make(map[int64]Counts),
 		horizon:   math.MinInt64,
 		q:         queueSet{def: queue{ready: jobHeap{ready: true}}},
+		shared:    sharedSpecs{seed: maphash.MakeSeed()},
 	}
 }
 
@@ -408,15 +412,15 @@ func (s *State) Evict(id uint64, token uint16) bool {
 // SpillPayload drops the payload of live job id from the state, which then
 // marks it Spilled: the caller keeps it elsewhere from now on, durably
 // before the call (a frozen state encodes the job as it finds it then,
-// payload and flag together). The job's Spec is changed in place: callers
-// that read a Spec outside the state's lock must read a copy. It is not an
-// op; it reports whether it dropped anything.
+// payload and flag together). The job gets a new Spec without the payload
+// (shared with other jobs when it can be, see compact.go); the old one is
+// not changed. It is not an op; it reports whether it dropped anything.
 func (s *State) SpillPayload(id uint64) bool {
 	j := s.job(id)
 	if j == nil || j.State.Finished() || j.Spilled || len(j.Spec.Payload) == 0 {
 		return false
 	}
-	j.Spec.Payload, j.Spilled = nil, true
+	j.Spec, j.Spilled = s.withoutPayload(j.Spec), true
 	return true
 }
 
@@ -446,12 +450,6 @@ func (s *State) Parts() ([]int64, []Counts) {
 // by it was dropped.
 func (s *State) Horizon() int64 { return s.horizon }
 
-// jobAlloc puts a job and its Spec in one allocation.
-type jobAlloc struct {
-	job  Job
-	spec Spec
-}
-
 func (s *State) enqueue(op *Op) {
 	if op.Spec == nil || op.ID == 0 {
 		return
@@ -465,19 +463,16 @@ func (s *State) enqueue(op *Op) {
 	if found {
 		return
 	}
-	a := &jobAlloc{spec: *op.Spec}
-	a.spec.Kind = s.intern(a.spec.Kind, &s.lastKind)
-	a.spec.Target = s.intern(a.spec.Target, &s.lastTarget)
-	j := &a.job
-	*j = Job{ID: op.ID, Spec: &a.spec, Due: op.Due, FirstDue: op.Due, EnqueuedAt: op.At, index: -1}
+	sp := s.ownSpec(op.Spec)
+	j := &Job{ID: op.ID, Spec: sp, Due: op.Due, FirstDue: op.Due, EnqueuedAt: op.At, index: -1}
 	s.insert(i, j)
 	if op.Spec.Key != "" {
 		s.keys[op.Spec.Key] = op.ID
 	}
 	s.nextID = max(s.nextID, op.ID+1)
 	s.pushPending(j)
-	s.count(&a.spec, Pending, 1)
-	if a.spec.Schedule != "" {
+	s.count(sp, Pending, 1)
+	if sp.Schedule != "" {
 		s.scheduleTick(j)
 	}
 }
@@ -620,12 +615,9 @@ func (s *State) revive(op *Op) *Job {
 	if found {
 		return nil
 	}
-	a := &jobAlloc{spec: *img.Spec}
-	a.spec.Kind = s.intern(a.spec.Kind, &s.lastKind)
-	a.spec.Target = s.intern(a.spec.Target, &s.lastTarget)
-	j := &a.job
+	j := new(Job)
 	*j = *img
-	j.Spec, j.index, j.held, j.inDone, j.Spilled = &a.spec, -1, false, false, false
+	j.Spec, j.index, j.held, j.inDone, j.Spilled = s.ownSpec(img.Spec), -1, false, false, false
 	j.Attempts = slices.Clone(img.Attempts)
 	s.insert(i, j)
 	if k := j.Spec.Key; k != "" {

@@ -78,10 +78,13 @@ type Options struct {
 	// TableFS is the filesystem of the job table (pebble's); nil means the
 	// operating system's. Tests pass a crashable in-memory one.
 	TableFS pebblevfs.FS
-	// PayloadCacheBytes bounds the payload bytes of pending and running
-	// jobs kept in memory; the payloads of jobs enqueued beyond it live in
-	// the job table and are read back when the job starts. 0 means
-	// DefaultPayloadCacheBytes; < 0 keeps every payload in memory.
+	// PayloadCacheBytes bounds the memory the payloads of pending and
+	// running jobs take: each payload's bytes and the Spec of its own that
+	// a job with its payload in memory keeps (about 200 bytes; a job whose
+	// payload is in the table shares its Spec with jobs like it). The
+	// payloads of jobs enqueued beyond it live in the job table and are
+	// read back when the job starts. 0 means DefaultPayloadCacheBytes;
+	// < 0 keeps every payload in memory.
 	PayloadCacheBytes int64
 }
 

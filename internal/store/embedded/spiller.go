@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
@@ -43,6 +44,20 @@ func appendEffect(fx []effect, seq uint64, op *state.Op, st *state.State) []effe
 	return fx
 }
 
+// cachedCost is what a payload p kept in memory costs the cache: its
+// bytes, and the job's own Spec that holds it (a job whose payload is
+// spilled can share its Spec with others, state's compact.go). A backlog
+// of small payloads is bounded by its jobs' count as much as by its bytes.
+func cachedCost(p []byte) int64 {
+	if len(p) == 0 {
+		return 0
+	}
+	return int64(len(p)) + specBytes
+}
+
+// specBytes is the size of a Spec.
+const specBytes = int64(unsafe.Sizeof(state.Spec{}))
+
 // payloadSpill asks for the payload of pending job id, enqueued by record
 // seq, to move to the table.
 type payloadSpill struct{ seq, id uint64 }
@@ -58,7 +73,7 @@ type spiller struct {
 	s      *Store
 	budget int64 // payload bytes kept in memory; < 0: no bound
 
-	resident int64          // guarded by s.mu: payload bytes in memory
+	resident int64          // guarded by s.mu: the cachedCost of the payloads in memory
 	effects  []effect       // guarded by s.mu: not yet committed, by seq
 	payloads []payloadSpill // guarded by s.mu: not yet done, by seq
 	cond     *sync.Cond     // on s.mu: broadcast after every round
@@ -159,8 +174,8 @@ func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 	urgent := false
 	switch op.Kind {
 	case state.OpEnqueue:
-		if n := len(op.Spec.Payload); n > 0 {
-			sp.resident += int64(n)
+		if n := cachedCost(op.Spec.Payload); n > 0 {
+			sp.resident += n
 			if sp.budget >= 0 && sp.resident > sp.budget {
 				sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: op.ID})
 				urgent = true
@@ -171,7 +186,7 @@ func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 		sp.effects = appendEffect(sp.effects, seq, op, st)
 		urgent = len(sp.effects) > n
 		if op.Kind == state.OpRetry && urgent && op.Image != nil {
-			sp.resident += int64(len(op.Image.Spec.Payload))
+			sp.resident += cachedCost(op.Image.Spec.Payload)
 		}
 		if op.Kind == state.OpDiscard && urgent {
 			sp.discarding[op.ID] = struct{}{}
@@ -193,7 +208,7 @@ func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 func (sp *spiller) budgetLocked(seq uint64) {
 	sp.resident = 0
 	sp.s.st.Scan(0, false, func(j *state.Job) bool {
-		sp.resident += int64(len(j.Spec.Payload))
+		sp.resident += cachedCost(j.Spec.Payload)
 		return true
 	})
 	over := sp.resident - sp.budget
@@ -203,7 +218,7 @@ func (sp *spiller) budgetLocked(seq uint64) {
 	sp.s.st.Scan(0, true, func(j *state.Job) bool {
 		if j.State == state.Pending && len(j.Spec.Payload) > 0 {
 			sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: j.ID})
-			over -= int64(len(j.Spec.Payload))
+			over -= cachedCost(j.Spec.Payload)
 		}
 		return over > 0
 	})
@@ -395,12 +410,12 @@ func (sp *spiller) round() (bool, error) {
 	for i := range jobs {
 		j := &jobs[i].job
 		if s.st.Evict(j.ID, jobs[i].token) && !j.Spilled {
-			sp.resident -= int64(len(j.Spec.Payload))
+			sp.resident -= cachedCost(j.Spec.Payload)
 		}
 	}
 	for i, pl := range pls {
 		if pays[i] != nil && s.st.SpillPayload(pl.id) {
-			sp.resident -= int64(len(pays[i]))
+			sp.resident -= cachedCost(pays[i])
 		}
 	}
 	sp.payloads = sp.payloads[npl:]

@@ -1,0 +1,69 @@
+package state
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/runlog/runlog/retry"
+)
+
+// TestSpecsShared: jobs whose Spec holds nothing of their own share one;
+// a payload, a key or metadata keeps a job's Spec its own; SpillPayload
+// gives its job a Spec without the payload (shared when it can be) and
+// leaves the old Spec as it was, for a reader that still holds it; a
+// snapshot's decode shares as enqueue does.
+func TestSpecsShared(t *testing.T) {
+	s := New(Config{Circuit: retry.DefaultCircuit()})
+	pol := retry.DefaultPolicy()
+	enq := func(id uint64, sp Spec) *Job {
+		t.Helper()
+		s.Apply(&Op{Kind: OpEnqueue, ID: id, At: 1, Due: 10, Spec: &sp})
+		j, ok := s.Job(id)
+		if !ok {
+			t.Fatalf("job %d not enqueued", id)
+		}
+		return j
+	}
+	a := enq(1, Spec{Kind: "k", Target: "t", Policy: pol})
+	b := enq(2, Spec{Kind: "k", Target: "t", Policy: pol})
+	if a.Spec != b.Spec {
+		t.Error("two jobs without payload, key or metadata have their own Specs")
+	}
+	if c := enq(3, Spec{Kind: "k", Target: "t", Policy: pol, Priority: 2}); c.Spec == a.Spec {
+		t.Error("a job of another priority shares the Spec of priority 0")
+	}
+	if k := enq(4, Spec{Kind: "k", Target: "t", Policy: pol, Key: "x"}); k.Spec == a.Spec {
+		t.Error("a keyed job shares a Spec")
+	}
+	if m := enq(5, Spec{Kind: "k", Target: "t", Policy: pol, Metadata: []Meta{{"a", "b"}}}); m.Spec == a.Spec {
+		t.Error("a job with metadata shares a Spec")
+	}
+	p := enq(6, Spec{Kind: "k", Target: "t", Policy: pol, Payload: []byte("p")})
+	if p.Spec == a.Spec {
+		t.Fatal("a job with a payload shares a Spec")
+	}
+	old := p.Spec
+	if !s.SpillPayload(6) {
+		t.Fatal("SpillPayload dropped nothing")
+	}
+	p, _ = s.Job(6)
+	if !p.Spilled || p.Spec.Payload != nil || p.Spec != a.Spec {
+		t.Errorf("after SpillPayload: spilled %v, payload %q, shared %v; want spilled, none, shared", p.Spilled, p.Spec.Payload, p.Spec == a.Spec)
+	}
+	if !bytes.Equal(old.Payload, []byte("p")) {
+		t.Errorf("SpillPayload changed the old Spec in place: payload %q", old.Payload)
+	}
+	r, err := FromSnapshot(Config{Circuit: retry.DefaultCircuit()}, s.AppendSnapshot(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := r.Job(1)
+	r2, _ := r.Job(2)
+	r6, _ := r.Job(6)
+	if r1.Spec != r2.Spec || r6.Spec != r1.Spec {
+		t.Error("the snapshot's decode gave jobs 1, 2 and 6 their own Specs")
+	}
+	if r4, _ := r.Job(4); r4.Spec == r1.Spec || r4.Spec.Key != "x" {
+		t.Error("the snapshot's decode shared a keyed job's Spec")
+	}
+}
