@@ -112,7 +112,7 @@ func (d *decoder) discardImage(id uint64) *Job {
 	if d.err != nil {
 		return nil
 	}
-	img := d.job(2, func(s string) string { return s })
+	img := d.job(2, nil)
 	if d.err == nil && (img.ID != id || !img.State.Finished() || len(img.Spec.Payload) > 0) {
 		d.failAt("discard of job %d carries an image of job %d in state %v with %d payload bytes (an image of the finished job, without its payload)", id, img.ID, img.State, len(img.Spec.Payload))
 	}
