@@ -128,9 +128,11 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	switch {
 	case lim.Max > 0:
 		s.claimed(gen, res)
-	case requeued:
-		// A retry is pending again; successes and deaths leave the
-		// pending jobs, and so the next due time, as they were.
+	case requeued || len(disabled) > 0:
+		// A retry is pending again, or a target was disabled (its due
+		// jobs are held from now on, so they no longer count). Successes
+		// and deaths alone leave the pending jobs, and so the next due
+		// time, as they were.
 		s.invalidate()
 	}
 	bounded := s.endedBounded(fls)
