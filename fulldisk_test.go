@@ -229,3 +229,92 @@ func TestFullDiskScheduleTicks(t *testing.T) {
 		t.Fatalf("ticks with a job: %s; want each missed tick once: 1s 2s 3s", got)
 	}
 }
+
+// TestFullDiskDiscardAndEnable: on a full disk, a discard and an enable of
+// a disabled target are refused (each is one journaled step that cannot be
+// written) and change nothing. Once space is freed and the runner opened
+// again, the job is still there and the target still disabled, and both
+// steps then succeed.
+func TestFullDiskDiscardAndEnable(t *testing.T) {
+	t.Parallel()
+	m := vfs.NewMem()
+	m.SetCapacity(fullDiskSeg + fullDiskSeg/2)
+	cfg := runlog.Config{
+		Logger: quietLogger(), SegmentSize: fullDiskSeg,
+		Handlers: map[string]runlog.Handler{
+			"noop": runlog.Handle(func(context.Context, string) error { return nil }),
+			"gone": runlog.Handle(func(context.Context, string) error { return runlog.Gone(errors.New("410 Gone")) }),
+		},
+	}
+	open := func() *runlog.Runner {
+		t.Helper()
+		r, err := runlog.OpenFS("/data", cfg, m)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return r
+	}
+	r := open()
+	ctx := context.Background()
+	done, err := r.Enqueue(ctx, "noop", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Enqueue(ctx, "gone", "x", runlog.Target("partner")); err != nil {
+		t.Fatal(err)
+	}
+	disabled := func(r *runlog.Runner) bool {
+		ts, err := r.Targets(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ts := range ts {
+			if ts.Target == "partner" {
+				return ts.Disabled
+			}
+		}
+		return false
+	}
+	testwait.For(t, "the job succeeded and the target disabled", func() bool {
+		j, err := r.Job(ctx, done)
+		return err == nil && j.State == runlog.StateSucceeded && disabled(r)
+	})
+	body := strings.Repeat("x", 1000)
+	for n := 0; ; n++ {
+		if _, err := r.Enqueue(ctx, "noop", body, later); err != nil {
+			break
+		}
+		if n > 10000 {
+			t.Fatal("the disk never filled")
+		}
+	}
+	if err := r.Err(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Err() after the journal failed = %v; want ENOSPC", err)
+	}
+	if err := r.Discard(ctx, done); err == nil {
+		t.Fatal("Discard succeeded on a full disk")
+	}
+	if _, err := r.EnableTarget(ctx, "partner"); err == nil {
+		t.Fatal("EnableTarget succeeded on a full disk")
+	}
+	_ = r.Close(ctx)
+
+	m.SetCapacity(0) // the operator frees space
+	r = open()
+	defer r.Close(ctx)
+	if j, err := r.Job(ctx, done); err != nil || j.State != runlog.StateSucceeded {
+		t.Fatalf("the job whose discard was refused: %+v, %v; want it kept, succeeded", j, err)
+	}
+	if !disabled(r) {
+		t.Fatal("the target whose enable was refused is no longer disabled")
+	}
+	if err := r.Discard(ctx, done); err != nil {
+		t.Fatalf("Discard after space was freed: %v", err)
+	}
+	if _, err := r.Job(ctx, done); !errors.Is(err, runlog.ErrNotFound) {
+		t.Fatalf("Job after its discard: %v; want ErrNotFound", err)
+	}
+	if _, err := r.EnableTarget(ctx, "partner"); err != nil {
+		t.Fatalf("EnableTarget after space was freed: %v", err)
+	}
+}
