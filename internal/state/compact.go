@@ -101,13 +101,45 @@ func (s *State) withoutPayload(sp *Spec) *Spec {
 }
 
 // internBytes returns the state's copy of the name b spells, allocating
-// only for a name it has not seen (a snapshot's decode: a million jobs
+// only for a name it does not hold (a snapshot's decode: a million jobs
 // name a handful of kinds and targets).
 func (s *State) internBytes(b []byte) string {
-	if v, ok := s.names[string(b)]; ok {
-		return v
+	return s.names.internBytes(b)
+}
+
+// nameSlots is the size of a state's table of interned names.
+const nameSlots = 4096
+
+// nameTable interns the kind, target and queue names of jobs. It is a
+// fixed table, not a map: a map would grow with every name ever seen,
+// which a stream of jobs with distinct targets (one per tenant, or per
+// URL) makes the history. A name that loses its slot to another is still
+// shared by the jobs that hold it; the next one is interned anew.
+type nameTable struct {
+	seed  maphash.Seed
+	slots [nameSlots]string
+}
+
+func newNameTable() *nameTable {
+	return &nameTable{seed: maphash.MakeSeed()}
+}
+
+// intern returns the table's copy of name, keeping name as the copy if it
+// holds none.
+func (t *nameTable) intern(name string) string {
+	slot := &t.slots[maphash.String(t.seed, name)%nameSlots]
+	if *slot != name {
+		*slot = name
 	}
-	v := string(b)
-	s.names[v] = v
-	return v
+	return *slot
+}
+
+// internBytes returns the table's copy of the name b spells, allocating
+// only if it holds none.
+func (t *nameTable) internBytes(b []byte) string {
+	slot := &t.slots[maphash.Bytes(t.seed, b)%nameSlots]
+	if *slot != string(b) {
+		*slot = string(b)
+	}
+	return *slot
 }

@@ -2,7 +2,10 @@ package state
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/runlog/runlog/retry"
 )
@@ -65,5 +68,30 @@ func TestSpecsShared(t *testing.T) {
 	}
 	if r4, _ := r.Job(4); r4.Spec == r1.Spec || r4.Spec.Key != "x" {
 		t.Error("the snapshot's decode shared a keyed job's Spec")
+	}
+}
+
+// TestNamesBounded: the table of interned names has a fixed size however
+// many distinct names go through it, hands back equal strings, and shares
+// one copy of a name among the jobs that use it.
+func TestNamesBounded(t *testing.T) {
+	tb := newNameTable()
+	for i := range 10 * nameSlots {
+		name := fmt.Sprintf("https://tenant-%d.example/hook", i)
+		if got := tb.intern(strings.Clone(name)); got != name {
+			t.Fatalf("intern(%q) = %q", name, got)
+		}
+		if got := tb.internBytes([]byte(name)); got != name {
+			t.Fatalf("internBytes(%q) = %q", name, got)
+		}
+	}
+	a := tb.intern(strings.Clone("partner"))
+	b := tb.internBytes([]byte("partner"))
+	c := tb.intern(strings.Clone("partner"))
+	if unsafe.StringData(a) != unsafe.StringData(b) || unsafe.StringData(b) != unsafe.StringData(c) {
+		t.Fatal("one name interned three times gave different copies")
+	}
+	if n := testing.AllocsPerRun(100, func() { tb.internBytes([]byte("partner")) }); n != 0 {
+		t.Fatalf("internBytes of a held name allocates %v times", n)
 	}
 }

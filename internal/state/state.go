@@ -87,7 +87,7 @@ type State struct {
 	keys       map[string]uint64
 	breakers   map[string]retry.Breaker // only the non-zero ones
 	flows      map[string]Flow          // only the non-zero ones (limits.go)
-	names      map[string]string        // interned job kinds and targets
+	names      *nameTable               // interned job kinds, targets and queues (compact.go)
 	lastKind   string                   // the last kind and target interned: a fast path
 	lastTarget string
 	lastQueue  string
@@ -130,7 +130,7 @@ func New(cfg Config) *State {
 		keys:      make(map[string]uint64),
 		breakers:  make(map[string]retry.Breaker),
 		flows:     make(map[string]Flow),
-		names:     make(map[string]string),
+		names:     newNameTable(),
 		load:      make(map[string]*Counts),
 		nextID:    1,
 		retention: cfg.Retention,
@@ -499,11 +499,7 @@ func (s *State) intern(name string, last *string) string {
 	if name == *last {
 		return *last
 	}
-	v, ok := s.names[name]
-	if !ok {
-		s.names[name] = name
-		v = name
-	}
+	v := s.names.intern(name)
 	*last = v
 	return v
 }
