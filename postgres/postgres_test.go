@@ -436,6 +436,24 @@ func (c *cluster) start(name string, jobs int) *node {
 	return n
 }
 
+// whileRunning returns as soon as node n has begun an attempt that it has
+// not ended, or after at most wait.
+func (c *cluster) whileRunning(n *node, wait time.Duration) {
+	for end := time.Now().Add(wait); time.Now().Before(end); {
+		var running bool
+		if err := c.db.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM mn_log b WHERE b.node = $1 AND b.event = 'begin'
+			AND NOT EXISTS (SELECT 1 FROM mn_log e WHERE e.job = b.job AND e.node = b.node AND e.attempt = b.attempt AND e.event = 'end'))`,
+			n.name).Scan(&running); err != nil {
+			c.t.Errorf("whether %s runs an attempt: %v", n.name, err)
+			return
+		}
+		if running {
+			return
+		}
+		time.Sleep(2 * time.Millisecond) // a poll of the node's log
+	}
+}
+
 // kill kills a node with SIGKILL (it may be stopped) and marks it dead
 // with the time of the kill, for the rescue check.
 func (c *cluster) kill(n *node) { c.end(n, "clock_timestamp()") }
@@ -497,6 +515,10 @@ func TestPostgresMultiNode(t *testing.T) {
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Duration(800+rand.IntN(1500)) * time.Millisecond) // under test: kills at random moments
 		i := rand.IntN(len(nodes))
+		// The kill lands while the node runs an attempt, if it starts one
+		// within 3 s: on a loaded machine kills at random moments alone
+		// can all miss the attempts, and leave the rescue untested.
+		c.whileRunning(nodes[i], 3*time.Second)
 		c.kill(nodes[i])
 		kills++
 		nodes[i] = c.start(fmt.Sprintf("n%d", next), perNode)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -460,4 +462,30 @@ func TestMemCapacity(t *testing.T) {
 	if _, err := b.WriteAt(make([]byte, 50), 40); err != nil {
 		t.Fatalf("write after freeing space: %v", err)
 	}
+}
+
+// TestOSLockAfterAChildReleases: a lock released here but still held
+// through a child process that inherited its descriptor (as every child is
+// between fork and exec) is taken once the child lets go, not refused.
+// The child here holds it on purpose for 200 ms (ExtraFiles), where a real
+// fork holds it until its exec.
+func TestOSLockAfterAChildReleases(t *testing.T) {
+	t.Parallel()
+	lockPath := filepath.Join(t.TempDir(), "LOCK")
+	l, err := OS{}.Lock(lockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("sleep", "0.2")
+	child.ExtraFiles = []*os.File{l.(*os.File)}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Wait()
+	l.Close() // released here; the child's copy still holds it
+	l2, err := OS{}.Lock(lockPath)
+	if err != nil {
+		t.Fatalf("Lock while a child held the released lock for 200 ms: %v; want it taken once the child let go", err)
+	}
+	l2.Close()
 }

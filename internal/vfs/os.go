@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 )
 
 // OS is the FS of the real operating system. Its zero value is ready to use.
@@ -109,9 +110,23 @@ func (OS) SyncDir(dir string) error {
 	return errors.Join(serr, cerr)
 }
 
+// lockRetry is how long Lock keeps trying a lock that is held, and
+// lockPoll how often. A lock this process has just released can still be
+// held for a moment by a child it is starting: the child inherits the
+// descriptor at fork and closes it (close-on-exec) only at exec, and an
+// flock belongs to the open file description, which both share until
+// then. A close followed by an Open of the same directory (or a test's
+// reopen while another goroutine starts a process) must not fail on that.
+// A real holder is reported after lockRetry.
+const (
+	lockRetry = time.Second
+	lockPoll  = 5 * time.Millisecond
+)
+
 // Lock implements FS with flock(2) on a freshly opened descriptor. flock
 // locks belong to the open file description, so a second Lock of the same
 // file conflicts whether it comes from another process or from this one.
+// A held lock is tried again for lockRetry before ErrLocked.
 func (OS) Lock(name string) (io.Closer, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -123,16 +138,22 @@ func (OS) Lock(name string) (io.Closer, error) {
 		return nil, err
 	}
 	var lerr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			lerr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
-			if lerr != syscall.EINTR {
-				return
+	for end := time.Now().Add(lockRetry); ; {
+		if err := rc.Control(func(fd uintptr) {
+			for {
+				lerr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+				if lerr != syscall.EINTR {
+					return
+				}
 			}
+		}); err != nil {
+			f.Close()
+			return nil, err
 		}
-	}); err != nil {
-		f.Close()
-		return nil, err
+		if lerr != syscall.EWOULDBLOCK || time.Now().After(end) {
+			break
+		}
+		time.Sleep(lockPoll) // the holder may be a child of this process between fork and exec
 	}
 	if lerr != nil {
 		f.Close()
