@@ -95,3 +95,32 @@ func TestNamesBounded(t *testing.T) {
 		t.Fatalf("internBytes of a held name allocates %v times", n)
 	}
 }
+
+// TestRetrySpilledInMemory: a retry by hand of a finished job that memory
+// still holds with its payload spilled gives the job back the payload the
+// op's image carries. The store's table keeps a finished job's payload in
+// its record, which the retry deletes there: before, the job came back
+// pending, still marked spilled, with its payload nowhere (found by the
+// embedded store's two-tier property test, seed 12869502883082607885).
+func TestRetrySpilledInMemory(t *testing.T) {
+	s := New(Config{Circuit: retry.DefaultCircuit()})
+	sp := Spec{Kind: "k", Target: "t", Policy: retry.DefaultPolicy(), Payload: []byte("payload")}
+	s.Apply(&Op{Kind: OpEnqueue, ID: 1, At: 1, Due: 10, Spec: &sp})
+	if !s.SpillPayload(1) {
+		t.Fatal("SpillPayload dropped nothing")
+	}
+	s.Apply(&Op{Kind: OpCancel, ID: 1, At: 2, Error: "by hand"})
+	j, _ := s.Job(1)
+	if j.State != Cancelled || !j.Spilled {
+		t.Fatalf("after the cancel: %v, spilled %v; want cancelled, spilled", j.State, j.Spilled)
+	}
+	img := *j
+	withPayload := *j.Spec
+	withPayload.Payload = []byte("payload")
+	img.Spec, img.Spilled = &withPayload, false
+	s.Apply(&Op{Kind: OpRetry, ID: 1, At: 3, Due: 3, Image: &img})
+	j, _ = s.Job(1)
+	if j.State != Pending || j.Spilled || string(j.Spec.Payload) != "payload" {
+		t.Fatalf("after the retry: %v, spilled %v, payload %q; want pending with its payload in memory", j.State, j.Spilled, j.Spec.Payload)
+	}
+}

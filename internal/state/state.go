@@ -581,6 +581,16 @@ func (s *State) retryJob(op *Op) {
 	if j == nil || (j.State != Failed && j.State != Cancelled) || s.gone(j) {
 		return
 	}
+	if img := op.Image; j.Spilled && img != nil && img.Spec != nil && len(img.Spec.Payload) > 0 {
+		// The job's payload is in the store's table, where a finished
+		// job's moves into its record, which this retry's table change
+		// deletes. The record carries the payload: the job holds it
+		// again, as a job revived from the image does, so that live and
+		// replay agree whether or not the job was evicted first.
+		sp := *j.Spec
+		sp.Payload = img.Spec.Payload
+		j.Spec, j.Spilled = s.ownSpec(&sp), false
+	}
 	c := s.parts[j.Part]
 	c.add(j.State, -1)
 	if c == (Counts{}) {

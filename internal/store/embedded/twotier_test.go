@@ -93,7 +93,15 @@ func tierFilters() map[string]store.Filter {
 	return fs
 }
 
-func collect(t testing.TB, s *Store, maxID uint64) answers {
+// fataler is what collect needs of a test: a *testing.T, or a *rapid.T
+// (so that rapid records the failing seed and shrinks it).
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func collect(t fataler, s *Store, maxID uint64) answers {
 	t.Helper()
 	ctx := context.Background()
 	a := answers{Lists: map[string][]jobView{}, ByID: map[uint64]jobView{}}
@@ -206,7 +214,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 		for step := range steps {
 			if step == crashAt {
 				finishAll()
-				atCrash = collect(t, s, maxID)
+				atCrash = collect(rt, s, maxID)
 				crashed = mem.CrashClone(rand.New(rand.NewPCG(uint64(step), 7)))
 			}
 			now += rapid.Int64Range(0, 900).Draw(rt, "dt")
@@ -326,7 +334,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 			}
 		}
 		finishAll()
-		live := collect(t, s, maxID)
+		live := collect(rt, s, maxID)
 		if err := s.Close(); err != nil {
 			rt.Fatal(err)
 		}
@@ -334,7 +342,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		again := collect(t, s2, maxID)
+		again := collect(rt, s2, maxID)
 		s2.Close()
 		if d := answersDiff(live, again); d != "" {
 			rt.Fatalf("after close and reopen: %s", d)
@@ -347,7 +355,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 			rt.Fatalf("open after a crash at step %d: %v", crashAt, err)
 		}
 		defer s3.Close()
-		if d := answersDiff(atCrash, collect(t, s3, uint64(len(atCrash.ByID)+len(atCrash.Missing)))); d != "" {
+		if d := answersDiff(atCrash, collect(rt, s3, uint64(len(atCrash.ByID)+len(atCrash.Missing)))); d != "" {
 			rt.Fatalf("after a crash at step %d: %s", crashAt, d)
 		}
 	})
