@@ -78,7 +78,7 @@ func (r *Runner) startAttempt(c store.Claim) {
 	}
 
 	r.workers.add()
-	go func() {
+	r.goroutines.run(func() {
 		defer r.workers.done()
 		began := time.Now()
 		err := r.runHandler(ctx, h, c, ac.info)
@@ -154,7 +154,7 @@ func (r *Runner) startAttempt(c store.Claim) {
 		// The slot goes with the outcome: the finisher reuses it for the next
 		// due job in the same durable write as the outcome.
 		r.outcomes <- e // never blocks: capacity Concurrency >= attempts in flight
-	}()
+	})
 }
 
 // runHandler runs the attempt through the middleware (if any) to the

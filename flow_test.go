@@ -127,7 +127,13 @@ func TestSlowStartCurve(t *testing.T) {
 		// may have begun already: the window grows with each success).
 		testwait.For(t, "the round to end", func() bool { return ended.Load() >= begun })
 	}
-	release()
+	// The last gate stays open: an attempt that starts from now on (the
+	// finisher refills the slots of those released here) must not wait
+	// for a release that never comes, or Close waits for it until its
+	// deadline.
+	mu.Lock()
+	close(gate)
+	mu.Unlock()
 	t.Logf("attempts in flight per round after the outage: %v", curve)
 	if want := []int{1, 2, 4, 8, 16, 64}; !slices.Equal(curve, want) {
 		t.Fatalf("attempts in flight per round %v, want %v", curve, want)

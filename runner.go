@@ -42,6 +42,7 @@ type Runner struct {
 	finishStop     chan struct{}  // closed by Close once no attempt can end anymore
 	finishersDone  sync.WaitGroup
 	workers        workerCount // attempts whose goroutine runs
+	goroutines     attemptGoroutines
 	// async: the store records outcomes apart from claims
 	// (store.AsyncOutcomes); a slot is freed when its handler returns.
 	async bool
@@ -333,6 +334,7 @@ func (r *Runner) Close(ctx context.Context) error {
 			r.log.Warn("runlog: some handlers ignored cancellation at Close; their jobs run again after the next Open")
 		}
 	}
+	r.goroutines.release()
 	close(r.finishStop)
 	r.finishersDone.Wait()
 	r.cancelAll(errShutdown)

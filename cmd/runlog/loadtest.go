@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,48 +24,55 @@ import (
 // (POST /v1/jobs/batch, one durable write per request). The jobs are due --delay after the enqueue phase ends so
 // that the two phases do not overlap. Run it against a fresh data directory:
 // the delivery phase waits for the server's pending and running counts to
-// reach zero.
+// reach zero. Each phase also reports the CPU time (user+sys) it took per
+// job of this process and, with --server-pid, of the server: the figure
+// that holds on a machine shared with other work, where jobs/s does not.
 func runLoadtest(args []string, stdout, stderr io.Writer) int {
 	var (
-		cf       clientFlags
-		conns    int
-		duration time.Duration
-		kind     string
-		url      string
-		delay    time.Duration
-		deliver  bool
-		batch    int
+		lt   loadtestConfig
+		kind string
 	)
 	fs := newFlagSet("loadtest", "[flags]", stderr)
-	cf.register(fs)
-	fs.IntVar(&conns, "conns", 64, "concurrent connections enqueuing")
-	fs.DurationVar(&duration, "duration", 10*time.Second, "how long to enqueue")
+	lt.client.register(fs)
+	fs.IntVar(&lt.conns, "conns", 64, "concurrent connections enqueuing")
+	fs.DurationVar(&lt.duration, "duration", 10*time.Second, "how long to enqueue")
 	fs.StringVar(&kind, "kind", "http", "job kind (http)")
-	fs.StringVar(&url, "url", "", "target URL of the jobs (default: a no-op target started here)")
-	fs.DurationVar(&delay, "delay", 2*time.Second, "jobs are due this long after the enqueue phase ends")
-	fs.BoolVar(&deliver, "deliver", true, "also measure delivery (wait for every job to finish)")
-	fs.IntVar(&batch, "batch", 1, "jobs per request; above 1 uses POST /v1/jobs/batch")
+	fs.StringVar(&lt.url, "url", "", "target URL of the jobs (default: a no-op target started here)")
+	fs.DurationVar(&lt.delay, "delay", 2*time.Second, "jobs are due this long after the enqueue phase ends")
+	fs.BoolVar(&lt.deliver, "deliver", true, "also measure delivery (wait for every job to finish)")
+	fs.IntVar(&lt.batch, "batch", 1, "jobs per request; above 1 uses POST /v1/jobs/batch")
+	fs.IntVar(&lt.serverPID, "server-pid", 0, "the server's process `id`, on the same machine: report its CPU time per job too (read from /proc, Linux only)")
+	fs.StringVar(&lt.receiver, "receiver", receiverLean, "the no-op target started here: lean (reads each HTTP/1.1 request whole on its connection's goroutine, a fraction of net/http's CPU) or net/http")
 	pos, code, ok := parseOrExit(fs, args, stderr)
 	if !ok {
 		return code
 	}
-	if len(pos) > 0 || conns < 1 || kind != "http" || batch < 1 || batch > server.MaxBatch {
+	if len(pos) > 0 || lt.conns < 1 || kind != "http" || lt.batch < 1 || lt.batch > server.MaxBatch || lt.serverPID < 0 ||
+		lt.receiver != receiverLean && lt.receiver != receiverNetHTTP {
 		fs.Usage()
 		return exitUsage
 	}
-	if err := loadtest(cf, conns, batch, duration, url, delay, deliver, stdout); err != nil {
+	if err := loadtest(lt, stdout); err != nil {
 		fmt.Fprintln(stderr, "runlog loadtest:", err)
 		return exitFailure
 	}
 	return exitOK
 }
 
-func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url string, delay time.Duration, deliver bool, stdout io.Writer) error {
-	var (
-		delivered atomic.Int64
-		signed    atomic.Int64 // deliveries with a webhook-signature
-		lastNanos atomic.Int64
-	)
+// loadtestConfig is what runlog loadtest was asked to do (its flags).
+type loadtestConfig struct {
+	client          clientFlags
+	conns, batch    int
+	duration, delay time.Duration
+	url             string // empty: a no-op target of kind receiver, here
+	receiver        string
+	deliver         bool
+	serverPID       int // 0: the server's CPU time is not measured
+}
+
+func loadtest(lt loadtestConfig, stdout io.Writer) error {
+	var target receiver
+	cf, url, batch, pid := lt.client, lt.url, lt.batch, lt.serverPID
 	ownTarget := url == ""
 	if ownTarget {
 		// The no-op target shares the machine's cores with the server it
@@ -73,18 +81,11 @@ func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url stri
 		if err != nil {
 			return fmt.Errorf("no-op target: %w", err)
 		}
-		target := &http.Server{Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Webhook-Signature") != "" {
-				signed.Add(1)
-			}
-			delivered.Add(1)
-			lastNanos.Store(time.Now().UnixNano())
-		})}
-		go func() { _ = target.Serve(ln) }()
-		defer target.Close()
+		go func() { _ = target.serve(ln, lt.receiver) }()
+		defer ln.Close()
 		url = "http://" + ln.Addr().String() + "/noop"
 	}
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}, Timeout: cf.timeout}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: lt.conns, MaxIdleConnsPerHost: lt.conns}, Timeout: cf.timeout}
 	c := &server.Client{BaseURL: cf.server, Token: cf.token, HTTP: hc}
 	ctx := context.Background()
 	if err := c.Health(ctx); err != nil {
@@ -98,7 +99,7 @@ func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url stri
 		return fmt.Errorf("the server has %d pending and %d running jobs; run the load test against a fresh --data directory", before.Pending, before.Running)
 	}
 
-	due := time.Now().Add(duration + delay)
+	due := time.Now().Add(lt.duration + lt.delay)
 	job := server.JobRequest{Kind: "http", URL: url, Body: "{}", RunAt: due.UTC().Format(time.RFC3339Nano)}
 	path, want := "/v1/jobs", http.StatusCreated
 	var body []byte
@@ -118,9 +119,13 @@ func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url stri
 		firstErr         error
 		wg               sync.WaitGroup
 	)
+	meter := cpuMeter{serverPID: pid}
+	if err := meter.start(); err != nil {
+		return err
+	}
 	start := time.Now()
-	stop := start.Add(duration)
-	for range conns {
+	stop := start.Add(lt.duration)
+	for range lt.conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -157,20 +162,30 @@ func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url stri
 	n := accepted.Load()
 	slices.Sort(lat)
 	fmt.Fprintf(stdout, "enqueue: %d jobs accepted durably in %v from %d connections, %d per request = %.0f jobs/s; request latency p50 %v p99 %v; errors %d\n",
-		n, elapsed.Round(time.Millisecond), conns, batch, float64(n)/elapsed.Seconds(), quantile(lat, 0.50), quantile(lat, 0.99), failed.Load())
+		n, elapsed.Round(time.Millisecond), lt.conns, batch, float64(n)/elapsed.Seconds(), quantile(lat, 0.50), quantile(lat, 0.99), failed.Load())
 	if firstErr != nil {
 		fmt.Fprintf(stdout, "first error: %v\n", firstErr)
 	}
-	if !deliver || n == 0 {
+	if n > 0 {
+		line, err := meter.line(n, runtime.NumCPU())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "enqueue %s\n", line)
+	}
+	if !lt.deliver || n == 0 {
 		return nil
 	}
 
 	time.Sleep(time.Until(due))
+	if err := meter.start(); err != nil {
+		return err
+	}
 	dueAt := time.Now()
 	// Wait without loading the server: watch our own target's counter when
 	// it is ours, and ask for the server's stats (which walk its queue)
 	// only now and then.
-	for ownTarget && delivered.Load() < n {
+	for ownTarget && target.delivered.Load()+target.refused.Load() < n {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for {
@@ -180,17 +195,40 @@ func loadtest(cf clientFlags, conns, batch int, duration time.Duration, url stri
 		}
 		if s.Pending+s.Running == 0 {
 			end := time.Now()
-			if last := lastNanos.Load(); last != 0 {
+			if last := target.lastNanos.Load(); last != 0 {
 				end = time.Unix(0, last)
 			}
 			took := end.Sub(dueAt)
 			fmt.Fprintf(stdout, "deliver: %d jobs finished (succeeded %d, failed %d) in %v after becoming due = %.0f jobs/s; the target saw %d deliveries, %d of them signed\n",
-				n, s.Succeeded-before.Succeeded, s.Failed-before.Failed, took.Round(time.Millisecond), float64(n)/took.Seconds(), delivered.Load(), signed.Load())
+				n, s.Succeeded-before.Succeeded, s.Failed-before.Failed, took.Round(time.Millisecond), float64(n)/took.Seconds(), target.delivered.Load(), target.signed.Load())
+			if k := target.refused.Load(); k > 0 {
+				fmt.Fprintf(stdout, "the target refused %d requests it could not read, the first: %v\n", k, target.firstErr)
+			}
+			line, err := meter.line(n, runtime.NumCPU())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "deliver %s\n", line)
+			if pid == 0 {
+				return nil
+			}
+			// The store goes on after the last job finished (the
+			// embedded store copies finished jobs out once it is quiet):
+			// that work is the deliveries' too.
+			time.Sleep(settle)
+			if line, err = meter.line(n, runtime.NumCPU()); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "deliver and %v after %s\n", settle, line)
 			return nil
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// settle is how long the load test goes on measuring the server's CPU
+// time after the last job finished.
+const settle = 3 * time.Second
 
 // serverJSON encodes a request body as the API expects it.
 func serverJSON(v any) ([]byte, error) {
