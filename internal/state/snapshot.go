@@ -566,6 +566,7 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 		if sp.Key != "" {
 			s.keys[sp.Key] = j.ID
 		}
+		s.added(j)
 		switch st := j.State; st {
 		case Pending:
 			s.count(sp, st, 1)

@@ -72,6 +72,7 @@ func Run(t *testing.T, open Opener) {
 		{"Discard", testDiscard},
 		{"StatsAndNextDue", testStatsAndNextDue},
 		{"ListFiltersAndPages", testList},
+		{"ListKindAndKeyPages", testListKindAndKeyPages},
 		{"Expire", testExpire},
 		{"DurableAcrossReopen", testDurable},
 		{"Closed", testClosed},

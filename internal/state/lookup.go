@@ -1,0 +1,193 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/RaduBerinde/btreemap"
+)
+
+// The lookups: what a filtered list of the jobs the state holds reads
+// instead of a scan of all of them. Both follow the jobs the state holds
+// (pending, running, and finished ones not yet evicted), so their memory
+// follows the live work:
+//
+//   - byKind: per job kind, the ids of its jobs, ascending, and how many
+//     there are (KindCount, KindScan).
+//   - ordered: the idempotency keys of the jobs, in key order (KeyPrefix).
+//     The keys map answers a point lookup; this answers a prefix.
+//
+// They are derived from the jobs, never journaled nor in the snapshot:
+// insert, remove and the snapshot's load keep them.
+
+// kindIDs is the ids of one kind's jobs, ascending. A removed job's id
+// stays in place until the next compaction (its entry is dead: the state
+// no longer holds a job of this kind with that id), so that removing one
+// costs O(1); dead entries are at most half of the list beyond a few.
+type kindIDs struct {
+	ids  []uint64
+	dead int
+}
+
+// lookups are the state's lookups (see above).
+type lookups struct {
+	byKind  map[string]*kindIDs
+	ordered *btreemap.BTreeMap[string, uint64]
+}
+
+func newLookups() lookups {
+	return lookups{byKind: make(map[string]*kindIDs), ordered: btreemap.New[string, uint64](32, strings.Compare)}
+}
+
+// added indexes job j, which the state has just come to hold.
+func (s *State) added(j *Job) {
+	l := s.look.byKind[j.Spec.Kind]
+	if l == nil {
+		l = &kindIDs{}
+		s.look.byKind[j.Spec.Kind] = l
+	}
+	switch i, found := slices.BinarySearch(l.ids, j.ID); {
+	case i == len(l.ids):
+		l.ids = append(l.ids, j.ID)
+	case found:
+		l.dead-- // the entry a job of this id and kind left
+	default:
+		l.ids = slices.Insert(l.ids, i, j.ID)
+	}
+	if k := j.Spec.Key; k != "" {
+		s.look.ordered.ReplaceOrInsert(k, j.ID)
+	}
+}
+
+// removed unindexes job j, which the state no longer holds.
+func (s *State) removed(j *Job) {
+	if k := j.Spec.Key; k != "" {
+		if _, id, ok := s.look.ordered.Get(k); ok && id == j.ID {
+			s.look.ordered.Delete(k)
+		}
+	}
+	kind := j.Spec.Kind
+	l := s.look.byKind[kind]
+	if l == nil {
+		return
+	}
+	l.dead++
+	switch {
+	case l.dead >= len(l.ids):
+		delete(s.look.byKind, kind)
+	case l.dead > 32 && l.dead > len(l.ids)/2:
+		l.ids = slices.DeleteFunc(l.ids, func(id uint64) bool { return !s.holdsOfKind(id, kind) })
+		l.ids = slices.Clip(l.ids)
+		l.dead = 0
+	}
+}
+
+// holdsOfKind reports whether the state holds job id, of kind.
+func (s *State) holdsOfKind(id uint64, kind string) bool {
+	j := s.job(id)
+	return j != nil && j.Spec.Kind == kind
+}
+
+// KindCount returns how many jobs of kind the state holds (pending,
+// running, and finished ones not yet evicted), in O(1).
+func (s *State) KindCount(kind string) int {
+	l := s.look.byKind[kind]
+	if l == nil {
+		return 0
+	}
+	return len(l.ids) - l.dead
+}
+
+// KindScan is Scan over the jobs of kind only: it calls fn for them in id
+// order until fn returns false, ascending from the first id above afterID,
+// or, when desc, descending from the last id below it (afterID 0: from
+// the first, or last). It costs O(log n) to find the start, then O(1) per
+// job of the kind. fn must not apply ops.
+func (s *State) KindScan(kind string, afterID uint64, desc bool, fn func(*Job) bool) {
+	l := s.look.byKind[kind]
+	if l == nil {
+		return
+	}
+	visit := func(id uint64) bool {
+		j := s.job(id)
+		if j == nil || j.Spec.Kind != kind || s.gone(j) {
+			return true // a dead entry
+		}
+		return fn(j)
+	}
+	if desc {
+		i := len(l.ids)
+		if afterID != 0 {
+			i, _ = slices.BinarySearch(l.ids, afterID)
+		}
+		for i--; i >= 0; i-- {
+			if !visit(l.ids[i]) {
+				return
+			}
+		}
+		return
+	}
+	i := 0
+	if afterID != 0 {
+		i, _ = slices.BinarySearch(l.ids, afterID+1)
+	}
+	for ; i < len(l.ids); i++ {
+		if !visit(l.ids[i]) {
+			return
+		}
+	}
+}
+
+// KeyPrefix calls fn, in key order, with each idempotency key that starts
+// with prefix among the jobs the state holds, and its job, until fn
+// returns false. It costs O(log n) to find the first, then O(1) per key.
+func (s *State) KeyPrefix(prefix string, fn func(key string, j *Job) bool) {
+	for k, id := range s.look.ordered.Ascend(btreemap.GE(prefix), btreemap.Max[string]()) {
+		if !strings.HasPrefix(k, prefix) {
+			return
+		}
+		if j := s.job(id); j != nil && !s.gone(j) && !fn(k, j) {
+			return
+		}
+	}
+}
+
+// checkLookups checks that the lookups equal a scan of the jobs: every
+// held job in its kind's ids, the dead entries counted right, and the
+// ordered keys exactly the keys map. It is part of Check.
+func (s *State) checkLookups() error {
+	perKind := make(map[string][]uint64)
+	for _, j := range s.jobs {
+		if j != nil {
+			perKind[j.Spec.Kind] = append(perKind[j.Spec.Kind], j.ID)
+		}
+	}
+	for kind, l := range s.look.byKind {
+		if _, ok := perKind[kind]; !ok {
+			return fmt.Errorf("kind %q indexed (%d ids, %d dead) with no job held", kind, len(l.ids), l.dead)
+		}
+	}
+	for kind, want := range perKind {
+		l := s.look.byKind[kind]
+		if l == nil {
+			return fmt.Errorf("kind %q: %d jobs held, none indexed", kind, len(want))
+		}
+		if !slices.IsSorted(l.ids) || len(slices.Compact(slices.Clone(l.ids))) != len(l.ids) {
+			return fmt.Errorf("kind %q: ids not strictly ascending: %v", kind, l.ids)
+		}
+		live := slices.DeleteFunc(slices.Clone(l.ids), func(id uint64) bool { return !s.holdsOfKind(id, kind) })
+		if !slices.Equal(live, want) || len(l.ids)-l.dead != len(want) || s.KindCount(kind) != len(want) {
+			return fmt.Errorf("kind %q: indexed %v (%d dead), held %v", kind, l.ids, l.dead, want)
+		}
+	}
+	if n := s.look.ordered.Len(); n != len(s.keys) {
+		return fmt.Errorf("%d keys ordered, %d in the key map", n, len(s.keys))
+	}
+	for k, id := range s.look.ordered.Ascend(btreemap.Min[string](), btreemap.Max[string]()) {
+		if s.keys[k] != id {
+			return fmt.Errorf("key %q ordered for job %d, mapped to job %d", k, id, s.keys[k])
+		}
+	}
+	return nil
+}
