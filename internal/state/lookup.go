@@ -34,6 +34,10 @@ type kindIDs struct {
 type lookups struct {
 	byKind  map[string]*kindIDs
 	ordered *btreemap.BTreeMap[string, uint64]
+	// last caches byKind[lastKind] (nil: nothing cached): runs of one
+	// kind are common.
+	last     *kindIDs
+	lastKind string
 }
 
 func newLookups() lookups {
@@ -42,21 +46,50 @@ func newLookups() lookups {
 
 // added indexes job j, which the state has just come to hold.
 func (s *State) added(j *Job) {
-	l := s.look.byKind[j.Spec.Kind]
-	if l == nil {
-		l = &kindIDs{}
-		s.look.byKind[j.Spec.Kind] = l
-	}
-	switch i, found := slices.BinarySearch(l.ids, j.ID); {
-	case i == len(l.ids):
-		l.ids = append(l.ids, j.ID)
-	case found:
+	l := s.kindList(j.Spec.Kind)
+	if n := len(l.ids); n == 0 || l.ids[n-1] < j.ID {
+		l.ids = append(l.ids, j.ID) // the usual case: ids come in order
+	} else if i, found := slices.BinarySearch(l.ids, j.ID); found {
 		l.dead-- // the entry a job of this id and kind left
-	default:
+	} else {
 		l.ids = slices.Insert(l.ids, i, j.ID)
 	}
 	if k := j.Spec.Key; k != "" {
 		s.look.ordered.ReplaceOrInsert(k, j.ID)
+	}
+}
+
+// kindList returns the ids of kind, made if it has none.
+func (s *State) kindList(kind string) *kindIDs {
+	if s.look.last != nil && s.look.lastKind == kind {
+		return s.look.last
+	}
+	l := s.look.byKind[kind]
+	if l == nil {
+		l = &kindIDs{}
+		s.look.byKind[kind] = l
+	}
+	s.look.last, s.look.lastKind = l, kind
+	return l
+}
+
+// indexAll builds the lookups of the jobs the state holds, which it
+// indexes for the first time (a snapshot's load): each kind's ids in one
+// allocation of the right size.
+func (s *State) indexAll() {
+	n := make(map[string]int)
+	for _, j := range s.jobs {
+		if j != nil {
+			n[j.Spec.Kind]++
+		}
+	}
+	for kind, c := range n {
+		s.look.byKind[kind] = &kindIDs{ids: make([]uint64, 0, c)}
+	}
+	for _, j := range s.jobs {
+		if j != nil {
+			s.added(j)
+		}
 	}
 }
 
@@ -76,6 +109,9 @@ func (s *State) removed(j *Job) {
 	switch {
 	case l.dead >= len(l.ids):
 		delete(s.look.byKind, kind)
+		if s.look.last == l {
+			s.look.last = nil
+		}
 	case l.dead > 32 && l.dead > len(l.ids)/2:
 		l.ids = slices.DeleteFunc(l.ids, func(id uint64) bool { return !s.holdsOfKind(id, kind) })
 		l.ids = slices.Clip(l.ids)

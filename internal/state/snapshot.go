@@ -566,7 +566,6 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 		if sp.Key != "" {
 			s.keys[sp.Key] = j.ID
 		}
-		s.added(j)
 		switch st := j.State; st {
 		case Pending:
 			s.count(sp, st, 1)
@@ -589,6 +588,9 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 			}
 			s.archivable(j)
 		}
+	}
+	if d.err == nil {
+		s.indexAll()
 	}
 	nb := d.uvarint("breakers")
 	prev := ""
