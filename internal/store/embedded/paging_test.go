@@ -178,15 +178,7 @@ func firstDiff(a, b []uint64) int {
 // of 50 and pages from random cursors, and Job of random finished jobs,
 // reporting p50 and p99.
 func BenchmarkListHeld(b *testing.B) {
-	n := 1_000_000
-	if v, err := strconv.Atoi(os.Getenv("RUNLOG_BENCH_HELD")); err == nil && v > 0 {
-		n = v
-	}
-	s, err := Open(b.TempDir(), Options{State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, n := benchStore(b)
 	start := time.Now()
 	model := fillStore(b, s, n)
 	if err := s.settle(); err != nil {
@@ -272,15 +264,7 @@ func timeFilters(b *testing.B, s *Store, filters []pagingFilter, ids []uint64) {
 // search and a kind's page ask for, where the matches among the pending
 // jobs are none, few or many.
 func BenchmarkListBacklog(b *testing.B) {
-	n := 1_000_000
-	if v, err := strconv.Atoi(os.Getenv("RUNLOG_BENCH_HELD")); err == nil && v > 0 {
-		n = v
-	}
-	s, err := Open(b.TempDir(), Options{State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, n := benchStore(b)
 	ctx := context.Background()
 	now := int64(1_700_000_000_000)
 	start := time.Now()
@@ -337,4 +321,19 @@ func BenchmarkListBacklog(b *testing.B) {
 	for range b.N {
 		timeFilters(b, s, filters, ids)
 	}
+}
+
+// benchStore opens an empty store for a List benchmark, closed at its end,
+// and returns how many jobs to fill it with: RUNLOG_BENCH_HELD, default 1 M.
+func benchStore(b *testing.B) (*Store, int) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("RUNLOG_BENCH_HELD")); err == nil && v > 0 {
+		n = v
+	}
+	s, err := Open(b.TempDir(), Options{State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s, n
 }

@@ -86,36 +86,10 @@ func testListKindAndKeyPages(t *testing.T, open Opener) {
 				slices.Reverse(w)
 			}
 			for _, n := range []int{1, 7, 50} {
-				if got := walkPages(t, s, f, n); !slices.Equal(got, w) {
+				if got := listAll(t, s, f, n); !slices.Equal(got, w) {
 					t.Errorf("List %+v in pages of %d: %v, want %v", f, n, got, w)
 				}
 			}
 		}
 	}
-}
-
-// walkPages pages through f with page size n, checking that no page but
-// the last is short, and returns the ids.
-func walkPages(t *testing.T, s store.Store, f store.Filter, n int) []uint64 {
-	t.Helper()
-	f.Limit = n
-	var out []uint64
-	for range 1000 {
-		page, next, err := s.List(ctx, f)
-		if err != nil {
-			t.Fatalf("List(%+v): %v", f, err)
-		}
-		for _, j := range page {
-			out = append(out, j.ID)
-		}
-		if next == 0 {
-			return out
-		}
-		if len(page) != n {
-			t.Fatalf("List(%+v): a page of %d before the end", f, len(page))
-		}
-		f.After = next
-	}
-	t.Fatalf("List(%+v) did not end after 1000 pages", f)
-	return nil
 }
