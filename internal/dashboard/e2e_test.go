@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -68,16 +67,7 @@ func startDashboardServer(t *testing.T) string {
 	if base, ok := startBinary(t); ok {
 		return base
 	}
-	srv, err := server.Start(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	return srv.URL()
+	return startServer(t, server.Config{}).URL()
 }
 
 // startBinary builds ./cmd/runlog and runs "runlog serve" if the command
@@ -156,20 +146,7 @@ func getJSON(t *testing.T, url string, v any) {
 // retried by a click, and it runs again and succeeds. It saves a PNG of each
 // page to RUNLOG_SCREENSHOTS (or a temporary directory).
 func TestBrowser(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("browser test: skipped in -short mode")
-	}
-	chromium := chromiumPath()
-	if chromium == "" {
-		t.Skip("chromium is not installed: apt-get install -y chromium (.ci/run installs it) or set RUNLOG_CHROMIUM")
-	}
-	shots := os.Getenv("RUNLOG_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	} else if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bt := startBrowser(t)
 
 	target := newE2ETarget(t)
 	base := startDashboardServer(t)
@@ -213,7 +190,7 @@ func TestBrowser(t *testing.T) {
 		return st.Succeeded == 6 && st.Failed == 3
 	})
 
-	tab := newTab(t, chromium, shots)
+	tab := bt.tab()
 	ctx, do, text, textIs, shot := tab.ctx, tab.do, tab.text, tab.textIs, tab.shot
 
 	// Overview: the counts are the API's.
@@ -444,28 +421,13 @@ func (tb *tab) shot(name string) {
 // (the session cookie is SameSite=Strict), retries a job through htmx with
 // the CSRF header, and logs out.
 func TestBrowserLogin(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("browser test: skipped in -short mode")
-	}
-	chromium := chromiumPath()
-	if chromium == "" {
-		t.Skip("chromium is not installed: apt-get install -y chromium (.ci/run installs it) or set RUNLOG_CHROMIUM")
-	}
+	bt := startBrowser(t)
 	const token = "e2e-secret-token"
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no", http.StatusBadRequest)
 	}))
 	defer refusing.Close()
-	srv, err := server.Start(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Token: token, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}()
+	srv := startServer(t, server.Config{Token: token})
 	r := srv.Runner()
 	ctx := context.Background()
 	res, err := r.EnqueueJob(ctx, runlog.JobRequest{Kind: "http", Payload: []byte(`{"url":"` + refusing.URL + `/x","method":"POST"}`)})
@@ -477,7 +439,7 @@ func TestBrowserLogin(t *testing.T) {
 		return err == nil && j.State == runlog.StateFailed
 	})
 
-	tb := newTab(t, chromium, t.TempDir())
+	tb := bt.tab()
 	tb.expectConsole("status of 401") // the refused login
 	page := fmt.Sprintf("%s/jobs/%d", srv.URL(), res.ID)
 	tb.do("open a job page without a session", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#token")))

@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,16 +37,7 @@ func triageServer(t *testing.T) (base string, gone []uint64) {
 		}
 	}))
 	t.Cleanup(target.Close)
-	srv, err := server.Start(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	base = srv.URL()
+	base = startServer(t, server.Config{}).URL()
 	for i := range 4 {
 		postJob(t, base, target.URL+fmt.Sprintf("/bad/%d", 1000+i), time.Time{})
 	}
@@ -94,39 +83,14 @@ func postJob(t *testing.T, base, url string, runAt time.Time) uint64 {
 	return c.ID
 }
 
-// chromiumOrSkip returns chromium's path, or skips the test.
-func chromiumOrSkip(t *testing.T) string {
-	if testing.Short() {
-		t.Skip("browser test: skipped in -short mode")
-	}
-	c := chromiumPath()
-	if c == "" {
-		t.Skip("chromium is not installed: apt-get install -y chromium (.ci/run installs it) or set RUNLOG_CHROMIUM")
-	}
-	return c
-}
-
-// screenshots is where the browser tests save their PNGs: RUNLOG_SCREENSHOTS
-// (docs/img refreshes the documentation's), else a temporary directory.
-func screenshots(t *testing.T) string {
-	if s := os.Getenv("RUNLOG_SCREENSHOTS"); s != "" {
-		if err := os.MkdirAll(s, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	return t.TempDir()
-}
-
 // TestBrowserTriage drives the triage in headless Chromium: the state tabs
 // show the API's counts and filter the list, the list refreshes itself,
 // the failed page groups the failures by reason with counts and retries a
 // whole group from its button, and a job's page shows its timeline.
 func TestBrowserTriage(t *testing.T) {
-	t.Parallel()
-	chromium := chromiumOrSkip(t)
+	bt := startBrowser(t)
 	base, gone := triageServer(t)
-	tb := newTab(t, chromium, screenshots(t))
+	tb := bt.tab()
 	ctx := tb.ctx
 
 	// Tabs: the counts are the API's; a tab filters the list.
@@ -219,10 +183,9 @@ const noOverflow = `window.innerWidth === 390 && document.documentElement.scroll
 // horizontal overflow) and in dark mode (the system's prefers-color-scheme:
 // a dark background and light text).
 func TestBrowserPhoneAndDark(t *testing.T) {
-	t.Parallel()
-	chromium := chromiumOrSkip(t)
+	bt := startBrowser(t)
 	base, gone := triageServer(t)
-	tb := newTab(t, chromium, screenshots(t))
+	tb := bt.tab()
 	ctx := tb.ctx
 	pages := []string{"/", "/jobs", "/jobs?state=failed", "/failed", "/targets", fmt.Sprintf("/jobs/%d", gone[0])}
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,18 +21,7 @@ import (
 // disabled with its reason and an Enable button; the click enables it (as
 // the API then says) and its held job is delivered.
 func TestBrowserTargetEnable(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("browser test: skipped in -short mode")
-	}
-	chromium := chromiumPath()
-	if chromium == "" {
-		t.Skip("chromium is not installed: apt-get install -y chromium (.ci/run installs it) or set RUNLOG_CHROMIUM")
-	}
-	shots := os.Getenv("RUNLOG_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
+	bt := startBrowser(t)
 	var gone atomic.Bool
 	gone.Store(true)
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +65,7 @@ func TestBrowserTargetEnable(t *testing.T) {
 	held := enqueue()
 	tg := targetOf()
 
-	tab := newTab(t, chromium, shots)
+	tab := bt.tab()
 	do, text, shot := tab.do, tab.text, tab.shot
 	row := `tr[data-target="` + tg.Target + `"]`
 	do("open the targets page", chromedp.Navigate(base+"/targets"), chromedp.WaitVisible(chromedp.CSS(row+` [data-disabled]`)))

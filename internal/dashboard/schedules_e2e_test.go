@@ -3,7 +3,6 @@ package dashboard_test
 import (
 	"bytes"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,18 +17,7 @@ import (
 // its timing and next tick, Pause and Resume buttons change it (as the API
 // then says), and a 1 s schedule's last job links to a job it made.
 func TestBrowserSchedules(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("browser test: skipped in -short mode")
-	}
-	chromium := chromiumPath()
-	if chromium == "" {
-		t.Skip("chromium is not installed: apt-get install -y chromium (.ci/run installs it) or set RUNLOG_CHROMIUM")
-	}
-	shots := os.Getenv("RUNLOG_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
+	bt := startBrowser(t)
 	target := newE2ETarget(t)
 	base := startDashboardServer(t)
 	for _, body := range []string{
@@ -53,7 +41,7 @@ func TestBrowserSchedules(t *testing.T) {
 		return fast.LastJob != 0
 	})
 
-	tab := newTab(t, chromium, shots)
+	tab := bt.tab()
 	do, text, shot := tab.do, tab.text, tab.shot
 	do("open the schedules page", chromedp.Navigate(base+"/schedules"), chromedp.WaitVisible(chromedp.CSS(`#schedules-table tr[data-schedule="nightly"]`)))
 	if got := text(`tr[data-schedule="nightly"]`); !strings.Contains(got, "0 3 * * *") || !strings.Contains(got, "Europe/Paris") || !strings.Contains(got, "skip") {

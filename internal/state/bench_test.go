@@ -123,7 +123,14 @@ func reportRate(b *testing.B, cpu0 float64) {
 
 // BenchmarkPendingMemory measures the heap held per pending job with a
 // 50-byte payload: the HeapAlloc delta over 1 M pending jobs, after GC.
-func BenchmarkPendingMemory(b *testing.B) {
+func BenchmarkPendingMemory(b *testing.B) { pendingMemory(b, false) }
+
+// BenchmarkKeyedPendingMemory is BenchmarkPendingMemory with an
+// idempotency key of 13 bytes on every job (order-NNNNNNN): what the key
+// map and the ordered keys (lookup.go) add.
+func BenchmarkKeyedPendingMemory(b *testing.B) { pendingMemory(b, true) }
+
+func pendingMemory(b *testing.B, keyed bool) {
 	for b.Loop() {
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -131,6 +138,9 @@ func BenchmarkPendingMemory(b *testing.B) {
 		s := New(Config{Circuit: retry.DefaultCircuit()})
 		for i := range benchJobs {
 			enq := benchEnqueue(uint64(i+1), int64(1_700_000_000_000+i%5000))
+			if keyed {
+				enq.Spec.Key = fmt.Sprintf("order-%07d", i)
+			}
 			s.Apply(&enq)
 		}
 		runtime.GC()

@@ -227,6 +227,9 @@ func (s *State) Check() error {
 	if keyed != len(s.keys) {
 		return fmt.Errorf("%d keyed jobs, %d keys indexed", keyed, len(s.keys))
 	}
+	if err := s.checkLookups(); err != nil {
+		return err
+	}
 	for t, b := range s.breakers {
 		if b.IsZero() {
 			return fmt.Errorf("breaker %q stored while zero", t)

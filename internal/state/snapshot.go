@@ -589,6 +589,9 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 			s.archivable(j)
 		}
 	}
+	if d.err == nil {
+		s.indexAll()
+	}
 	nb := d.uvarint("breakers")
 	prev := ""
 	for i := uint64(0); d.err == nil && i < nb; i++ {

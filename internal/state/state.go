@@ -121,6 +121,8 @@ type State struct {
 
 	life     map[string]*targetLife // the targets failing or disabled (lifecycle.go)
 	disabled int                    // how many of them are disabled
+
+	look lookups // the jobs by kind and by key prefix (lookup.go)
 }
 
 // New returns an empty state.
@@ -138,6 +140,7 @@ func New(cfg Config) *State {
 		horizon:   math.MinInt64,
 		q:         queueSet{def: queue{ready: jobHeap{ready: true}}},
 		shared:    sharedSpecs{seed: maphash.MakeSeed()},
+		look:      newLookups(),
 	}
 }
 
@@ -292,6 +295,7 @@ func (s *State) remove(j *Job) {
 	}
 	s.jobs[i] = nil
 	s.holes++
+	s.removed(j)
 	if s.holes > 64 && s.holes > len(s.jobs)/2 {
 		s.compact()
 	}
@@ -491,6 +495,7 @@ func (s *State) insert(i int, j *Job) {
 		s.jobs = slices.Insert(s.jobs, i, j)
 		s.ids = slices.Insert(s.ids, i, j.ID)
 	}
+	s.added(j)
 }
 
 // intern returns the state's copy of name, so that jobs share one string per

@@ -658,8 +658,9 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 
 // listMemoryLocked returns up to limit jobs in memory that pass f, after its
 // cursor in its order. A filter on a finished or the running state looks
-// only at those jobs (a few, beside a backlog of pending ones), otherwise
-// the jobs are scanned in id order.
+// only at those jobs (a few, beside a backlog of pending ones); a search
+// reads the ordered keys (searchMemoryLocked); a kind filter reads the
+// kind's jobs in id order; otherwise the jobs are scanned in id order.
 func (s *Store) listMemoryLocked(f *store.Filter, limit int, digits bool) []state.Job {
 	var mem []state.Job
 	var some func(func(*state.Job) bool)
@@ -669,8 +670,15 @@ func (s *Store) listMemoryLocked(f *store.Filter, limit int, digits bool) []stat
 	case "running":
 		some = s.st.RunningJobs
 	}
+	if some == nil && f.Search != "" {
+		some = s.searchMemoryLocked(f.Search, digits)
+	}
 	if some == nil {
-		s.st.Scan(f.After, !f.Oldest, func(j *state.Job) bool {
+		scan := s.st.Scan
+		if f.Kind != "" {
+			scan = func(after uint64, desc bool, fn func(*state.Job) bool) { s.st.KindScan(f.Kind, after, desc, fn) }
+		}
+		scan(f.After, !f.Oldest, func(j *state.Job) bool {
 			if matches(j, f, digits) {
 				mem = append(mem, copyJob(j))
 			}

@@ -86,6 +86,9 @@ func tierFilters() map[string]store.Filter {
 	}
 	fs["failed+k1"] = store.Filter{State: "failed", Kind: "k1"}
 	fs["key=x"] = store.Filter{Search: "x"}
+	fs["key=xy"] = store.Filter{Search: "xy"}
+	fs["pending+k2"] = store.Filter{State: "pending", Kind: "k2"}
+	fs["k1+key=x"] = store.Filter{Kind: "k1", Search: "x"}
 	for _, sc := range []string{"s1", "s2"} {
 		fs["schedule="+sc] = store.Filter{Schedule: sc}
 	}
@@ -105,6 +108,14 @@ func collect(t fataler, s *Store, maxID uint64) answers {
 	t.Helper()
 	ctx := context.Background()
 	a := answers{Lists: map[string][]jobView{}, ByID: map[uint64]jobView{}}
+	// The lookups a filtered List reads (the jobs by kind, the ordered
+	// keys) equal a scan of the jobs in memory: Check compares them.
+	s.mu.Lock()
+	err := s.st.Check()
+	s.mu.Unlock()
+	if err != nil {
+		t.Fatalf("the state in memory: %v", err)
+	}
 	for name, f := range tierFilters() {
 		for _, oldest := range []bool{true, false} {
 			f := f
@@ -147,6 +158,23 @@ func collect(t fataler, s *Store, maxID uint64) answers {
 			a.ByID[id] = view(j)
 		}
 	}
+	// Every filtered walk (through the lookups) is the walk of all jobs
+	// (a scan) filtered here.
+	for name, f := range tierFilters() {
+		for _, order := range []string{"", " newest"} {
+			var want []jobView
+			for _, j := range a.Lists["all"+order] {
+				job := j.Job
+				job.Spec = &j.Spec
+				if f := f; matches(&job, &f, allDigits(f.Search)) {
+					want = append(want, j)
+				}
+			}
+			if got := a.Lists[name+order]; !reflect.DeepEqual(got, want) {
+				t.Fatalf("List %s%s: %s, the filtered walk of all jobs %s", name, order, ids(got), ids(want))
+			}
+		}
+	}
 	for name, l := range a.Lists {
 		for _, j := range l {
 			if _, ok := a.ByID[j.Job.ID]; !ok {
@@ -154,7 +182,6 @@ func collect(t fataler, s *Store, maxID uint64) answers {
 			}
 		}
 	}
-	var err error
 	if a.Stats, err = s.Stats(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +254,7 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 						Kind:     rapid.SampledFrom([]string{"k1", "k2"}).Draw(rt, "kind"),
 						Target:   rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "target"),
 						Payload:  []byte(rapid.StringN(0, 40, -1).Draw(rt, "payload")),
-						Key:      rapid.SampledFrom([]string{"", "", "", "x", "y"}).Draw(rt, "key"),
+						Key:      rapid.SampledFrom([]string{"", "", "", "x", "y", "xy"}).Draw(rt, "key"),
 						Policy:   retry.Policy{Attempts: rapid.IntRange(1, 3).Draw(rt, "attempts"), BaseMS: 10, CapMS: 100},
 						Queue:    rapid.SampledFrom([]string{"", "", "q"}).Draw(rt, "queue"),
 						Priority: rapid.SampledFrom([]int32{0, 0, 3, -3}).Draw(rt, "priority"),

@@ -72,6 +72,7 @@ func Run(t *testing.T, open Opener) {
 		{"Discard", testDiscard},
 		{"StatsAndNextDue", testStatsAndNextDue},
 		{"ListFiltersAndPages", testList},
+		{"ListKindAndKeyPages", testListKindAndKeyPages},
 		{"Expire", testExpire},
 		{"DurableAcrossReopen", testDurable},
 		{"Closed", testClosed},
@@ -750,7 +751,8 @@ func testStatsAndNextDue(t *testing.T, open Opener) {
 	}
 }
 
-// listAll pages through f with page size n and returns the ids.
+// listAll pages through f with page size n and returns the ids; a page
+// is full but at the end.
 func listAll(t *testing.T, s store.Store, f store.Filter, n int) []uint64 {
 	t.Helper()
 	f.Limit = n
@@ -768,6 +770,9 @@ func listAll(t *testing.T, s store.Store, f store.Filter, n int) []uint64 {
 		}
 		if next == 0 {
 			return out
+		}
+		if len(page) != n {
+			t.Fatalf("List(%+v): a page of %d before the end", f, len(page))
 		}
 		f.After = next
 	}
