@@ -60,7 +60,7 @@ func applyQueueLimits(st store.Store, cfg Config) error {
 	}
 	for name, l := range cfg.QueueLimits {
 		q, _ := storedQueue(name) // validated
-		rl, _ := l.limit()         // validated
+		rl, _ := l.limit()        // validated
 		if have[q] == rl {
 			continue
 		}
