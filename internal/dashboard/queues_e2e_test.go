@@ -88,7 +88,7 @@ func TestBrowserQueues(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#queue-form input[name="rate"]`), "50"),
 		chromedp.SendKeys(chromedp.CSS(`#queue-form input[name="burst"]`), "5"),
 		chromedp.Click(chromedp.CSS(`#queue-form button[data-action="set-queue"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#flash")))
+		chromedp.WaitVisible(chromedp.CSS(row+` td[data-limit="50"]`)))
 	testwait.ForWithin(t, 10*time.Second, "the API shows mail's new setting", func() bool {
 		q := mail()
 		return q.Concurrency == 3 && q.Rate == 50 && q.Burst == 5
@@ -120,17 +120,17 @@ func TestBrowserQueues(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#target-limit-form input[name="rate"]`), "20"),
 		chromedp.SendKeys(chromedp.CSS(`#target-limit-form input[name="burst"]`), "2"),
 		chromedp.Click(chromedp.CSS(`#target-limit-form button[data-action="set-limit"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#flash")))
+		chromedp.WaitVisible(chromedp.CSS(`#targets-table tr[data-target="`+target.URL+`"] td[data-limit="20"]`)))
 	testwait.ForWithin(t, 10*time.Second, "the API shows the target's limit", func() bool {
 		tl := limitOf()
 		return tl != nil && tl.Limit != nil && tl.Limit.Rate == 20 && tl.Limit.Burst == 2
 	})
 	shot("targets-limited")
-	do("remove the target's rate limit", chromedp.WaitVisible(chromedp.CSS("#target-limit-form")),
+	do("remove the target's rate limit",
 		chromedp.SendKeys(chromedp.CSS(`#target-limit-form input[name="target"]`), target.URL),
 		chromedp.SendKeys(chromedp.CSS(`#target-limit-form input[name="rate"]`), "0"),
 		chromedp.Click(chromedp.CSS(`#target-limit-form button[data-action="set-limit"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#flash")))
+		chromedp.WaitVisible(chromedp.CSS(`#targets-table tr[data-target="`+target.URL+`"] td[data-limit="0"]`)))
 	testwait.ForWithin(t, 10*time.Second, "the API shows no limit for the target", func() bool {
 		tl := limitOf()
 		return tl == nil || tl.Limit == nil
