@@ -48,6 +48,13 @@ type Config struct {
 	// (a zero Limit: none for that target). Runner.SetLimit overrides both
 	// at run time.
 	Limits map[string]Limit
+	// QueueLimits holds the rate limits of the queues it names (by name,
+	// DefaultQueue for the default one): each attempt of the queue takes a
+	// token, and a job that finds none is deferred, no attempt counted. At
+	// open, each named queue gets its limit durably, as
+	// Runner.SetQueueLimit would, replacing the one it had (a zero Limit
+	// removes it); queues it does not name keep theirs.
+	QueueLimits map[string]Limit
 	// MaxRetryAfter bounds the wait a target asks for (an HTTP
 	// Retry-After, RetryAfter): the job, and every job of its target, waits
 	// that long, up to this bound, whatever the retry policy's Cap.
@@ -279,6 +286,9 @@ func (c Config) validate() error {
 	}
 	if c.TargetConcurrency < 0 {
 		return fmt.Errorf("%w: TargetConcurrency %d must be >= 0", ErrInvalid, c.TargetConcurrency)
+	}
+	if err := validQueueLimits(c.QueueLimits); err != nil {
+		return err
 	}
 	if err := validQueueConcurrency(c.QueueConcurrency); err != nil {
 		return err

@@ -154,6 +154,14 @@ const EnvLimit60s = "RUNLOG_TEST_LIMIT_60S"
 // machine keeping up, which a test must not assert).
 func TestRateLimitRealClock(t *testing.T) {
 	t.Parallel()
+	rateLimitRealClock(t, func(r *runlog.Runner) error {
+		return r.SetLimit(context.Background(), "api", runlog.Limit{Rate: 100, Burst: 10})
+	}, func(int) runlog.JobRequest { return runlog.JobRequest{Kind: "k", Target: "api"} })
+}
+
+// rateLimitRealClock runs TestRateLimitRealClock's test with the limit
+// that setLimit sets on the runner, over the jobs of req (by their index).
+func rateLimitRealClock(t *testing.T, setLimit func(*runlog.Runner) error, req func(i int) runlog.JobRequest) {
 	jobs, span := 2_000, 4*time.Second
 	long := os.Getenv(EnvLimit60s) == "1"
 	if long {
@@ -183,14 +191,14 @@ func TestRateLimitRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetLimit(ctx, "api", runlog.Limit{Rate: 100, Burst: 10}); err != nil {
+	if err := setLimit(r); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
 	for i := 0; i < jobs; i += 1000 {
 		reqs := make([]runlog.JobRequest, min(1000, jobs-i))
 		for k := range reqs {
-			reqs[k] = runlog.JobRequest{Kind: "k", Target: "api"}
+			reqs[k] = req(i + k)
 		}
 		if _, err := r.EnqueueMany(ctx, reqs); err != nil {
 			t.Fatal(err)

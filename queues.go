@@ -8,6 +8,7 @@ import (
 
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/retry"
 )
 
 // DefaultQueue is the name of the queue of the jobs that name none.
@@ -106,10 +107,18 @@ type QueueStats struct {
 	Paused bool
 	// Pending and Running count the queue's jobs.
 	Pending, Running int
+	// Limit is the queue's rate limit (the zero Limit: none), Tokens the
+	// tokens its bucket holds now.
+	Limit  Limit
+	Tokens int
 }
 
-func queueStats(qi state.QueueInfo) QueueStats {
-	return QueueStats{Name: publicQueue(qi.Name), Concurrency: qi.Concurrency, Paused: qi.Paused, Pending: qi.Pending, Running: qi.Running}
+func queueStats(qi state.QueueInfo, now int64) QueueStats {
+	qs := QueueStats{Name: publicQueue(qi.Name), Concurrency: qi.Concurrency, Paused: qi.Paused, Pending: qi.Pending, Running: qi.Running}
+	if !qi.Limit.IsZero() {
+		qs.Limit, qs.Tokens = fromLimit(qi.Limit), qi.Pace.Bucket.Tokens(qi.Limit, now)
+	}
+	return qs
 }
 
 // Queues returns every queue the runner knows, sorted by name: the default
@@ -124,8 +133,9 @@ func (r *Runner) Queues(ctx context.Context) ([]QueueStats, error) {
 		return nil, mapErr(err)
 	}
 	out := make([]QueueStats, len(qs))
+	now := r.nowMS()
 	for i, qi := range qs {
-		out[i] = queueStats(qi)
+		out[i] = queueStats(qi, now)
 	}
 	return out, nil
 }
@@ -136,28 +146,25 @@ func (r *Runner) Queues(ctx context.Context) ([]QueueStats, error) {
 // pause is durable: it holds across restarts.
 func (r *Runner) PauseQueue(ctx context.Context, name string) (QueueStats, error) {
 	paused := true
-	return r.setQueue(ctx, name, nil, &paused)
+	return r.setQueue(ctx, name, nil, &paused, nil)
 }
 
 // ResumeQueue resumes the paused queue name: its due jobs start at once,
 // without waiting for a poll.
 func (r *Runner) ResumeQueue(ctx context.Context, name string) (QueueStats, error) {
 	paused := false
-	return r.setQueue(ctx, name, nil, &paused)
+	return r.setQueue(ctx, name, nil, &paused, nil)
 }
 
 // SetQueueConcurrency bounds the attempts of queue name in flight at once
 // to n (0: no bound but the pool), durably. On a PostgreSQL store the
 // bound holds across the nodes.
 func (r *Runner) SetQueueConcurrency(ctx context.Context, name string, n int) (QueueStats, error) {
-	if n < 0 || n > state.MaxQueueConcurrency {
-		return QueueStats{}, fmt.Errorf("%w: queue concurrency %d must be within 0 to %d", ErrInvalid, n, state.MaxQueueConcurrency)
-	}
-	return r.setQueue(ctx, name, &n, nil)
+	return r.SetQueueSetting(ctx, name, &n, nil, nil)
 }
 
 // setQueue changes the setting of queue name and wakes the dispatcher.
-func (r *Runner) setQueue(ctx context.Context, name string, conc *int, paused *bool) (QueueStats, error) {
+func (r *Runner) setQueue(ctx context.Context, name string, conc *int, paused *bool, limit *retry.Limit) (QueueStats, error) {
 	q, err := storedQueue(name)
 	if err != nil {
 		return QueueStats{}, err
@@ -165,12 +172,13 @@ func (r *Runner) setQueue(ctx context.Context, name string, conc *int, paused *b
 	if err := r.usable(); err != nil {
 		return QueueStats{}, err
 	}
-	qi, err := r.st.SetQueue(ctx, r.nowMS(), q, conc, paused)
+	now := r.nowMS()
+	qi, err := r.st.SetQueue(ctx, now, q, conc, paused, limit)
 	if err != nil {
 		return QueueStats{}, mapErr(err)
 	}
 	r.unblock()
-	return queueStats(qi), nil
+	return queueStats(qi, now), nil
 }
 
 // unblock lets the dispatcher claim again, even if due jobs waited for
@@ -197,6 +205,9 @@ func (r *Runner) unblockLocked() {
 // applyQueues gives each queue of cfg.QueueConcurrency its concurrency,
 // where the store holds another.
 func applyQueues(st store.Store, cfg Config) error {
+	if err := applyQueueLimits(st, cfg); err != nil {
+		return err
+	}
 	if len(cfg.QueueConcurrency) == 0 {
 		return nil
 	}
@@ -214,7 +225,7 @@ func applyQueues(st store.Store, cfg Config) error {
 		if have[q] == n {
 			continue
 		}
-		if _, err := st.SetQueue(ctx, cfg.Clock.Now().UnixMilli(), q, &n, nil); err != nil {
+		if _, err := st.SetQueue(ctx, cfg.Clock.Now().UnixMilli(), q, &n, nil, nil); err != nil {
 			return fmt.Errorf("runlog: set the concurrency of queue %q (Config.QueueConcurrency): %w", name, err)
 		}
 	}

@@ -12,20 +12,25 @@ import (
 	"github.com/runlog/runlog"
 )
 
-// runLimit runs "runlog limit set TARGET --rate R [--burst B]": PUT
-// /v1/limits. The only subcommand is set; --rate 0 removes the limit.
+// runLimit runs "runlog limit set TARGET --rate R [--burst B]" or "runlog
+// limit set --queue NAME --rate R [--burst B]": PUT /v1/limits. The only
+// subcommand is set; --rate 0 removes the limit.
 func runLimit(argv []string, stdout, stderr io.Writer) int {
 	if len(argv) == 0 || argv[0] != "set" {
 		if len(argv) > 0 && (argv[0] == "-h" || argv[0] == "--help" || argv[0] == "help") {
-			fmt.Fprintln(stdout, "Usage: runlog limit set TARGET --rate R [--burst B]\n\nSets TARGET's rate limit on the server (R attempts per second, bursts of B;\n--rate 0 removes it). Run 'runlog limit set -h' for the flags.")
+			fmt.Fprintln(stdout, "Usage: runlog limit set TARGET --rate R [--burst B]\n       runlog limit set --queue NAME --rate R [--burst B]\n\nSets TARGET's (or queue NAME's) rate limit on the server (R attempts per\nsecond, bursts of B; --rate 0 removes it). Run 'runlog limit set -h' for the flags.")
 			return exitOK
 		}
 		fmt.Fprintln(stderr, "runlog limit: the subcommand is set: runlog limit set TARGET --rate R [--burst B] (--rate 0 removes the limit)")
 		return exitUsage
 	}
 	rate := math.NaN()
-	var burst int
-	return clientCommand("limit set", "[flags] TARGET", argSpec{names: []string{"TARGET"}}, argv[1:], stdout, stderr, func(fs *flag.FlagSet) {
+	var (
+		burst int
+		queue string
+	)
+	return clientCommand("limit set", "[flags] TARGET | --queue NAME [flags]", argSpec{names: []string{"TARGET"}, optional: true}, argv[1:], stdout, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&queue, "queue", "", "set the rate limit of queue `NAME` (default for the default queue) instead of a target's")
 		fs.Func("rate", "attempts per second (required; 0.001 to 1000000, or 0 to remove the limit)", func(s string) error {
 			v, err := strconv.ParseFloat(s, 64)
 			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -36,8 +41,15 @@ func runLimit(argv []string, stdout, stderr io.Writer) int {
 		})
 		fs.IntVar(&burst, "burst", 0, "attempts that may start at once after a quiet time (default 1; leave out with --rate 0)")
 	}, func(c call) error {
-		if math.IsNaN(rate) {
+		switch {
+		case queue != "" && len(c.pos) > 0:
+			return usageError{fmt.Errorf("give TARGET or --queue NAME, not both (got %q and --queue %q)", c.pos[0], queue)}
+		case queue == "" && len(c.pos) == 0:
+			return usageError{errors.New("missing TARGET (or --queue NAME for a queue's limit)")}
+		case math.IsNaN(rate):
 			return usageError{errors.New("--rate is required: attempts per second, or 0 to remove the limit")}
+		case queue != "":
+			return setQueueLimit(c, queue, rate, burst)
 		}
 		l, err := c.c.SetLimit(c.ctx, c.pos[0], rate, burst)
 		if err != nil {

@@ -26,7 +26,7 @@ func runQueues(argv []string, stdout, stderr io.Writer) int {
 // printQueues prints queues as a table.
 func printQueues(w io.Writer, qs ...server.Queue) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tSTATE\tCONCURRENCY\tPENDING\tRUNNING")
+	fmt.Fprintln(tw, "QUEUE\tSTATE\tCONCURRENCY\tRATE LIMIT\tPENDING\tRUNNING")
 	for _, q := range qs {
 		st, conc := "running", "pool"
 		if q.Paused {
@@ -35,7 +35,7 @@ func printQueues(w io.Writer, qs ...server.Queue) error {
 		if q.Concurrency > 0 {
 			conc = strconv.Itoa(q.Concurrency)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", q.Name, st, conc, q.Counts.Pending, q.Counts.Running)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", q.Name, st, conc, queueLimitText(q), q.Counts.Pending, q.Counts.Running)
 	}
 	return tw.Flush()
 }

@@ -34,6 +34,7 @@ type serveFlags struct {
 	breakerThreshold, breakerProbes    int
 	breakerSlowStart                   int
 	rateLimits                         limitFlag
+	queueRateLimits                    queueLimitFlag
 	rateLimitDefault                   defaultLimitFlag
 	maxRetryAfter                      time.Duration
 	breakerWindow, breakerCooldown     time.Duration
@@ -93,6 +94,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.disableAfter, "disable-after", runlog.DefaultDisableAfter, "disable a target that has failed this long with no success: its jobs are kept, not attempted, until `runlog target enable` (0: never; a 410 Gone disables at once either way)")
 	fs.IntVar(&f.breakerSlowStart, "breaker-slow-start", 32, "after an open breaker closes, its target runs 1 attempt at once, one more per success, up to this many; 0 or 1 = no slow start")
 	fs.Var(&f.rateLimits, "rate-limit", "rate limit of a target as `TARGET=RATE[/BURST]` (attempts per second, bursts of BURST, default 1), e.g. http://127.0.0.1:9000=100/10; repeatable; PUT /v1/limits overrides it at run time")
+	fs.Var(&f.queueRateLimits, "queue-rate-limit", "rate limit of a queue as `NAME=RATE[/BURST]` (attempts per second, bursts of BURST, default 1), e.g. mail=100/10; repeatable; set at start, PUT /v1/limits changes it at run time")
 	fs.Var(&f.rateLimitDefault, "rate-limit-default", "rate limit of every target without one of its own, as `RATE[/BURST]`; default none")
 	fs.DurationVar(&f.maxRetryAfter, "max-retry-after", runlog.DefaultMaxRetryAfter, "the longest wait a target's Retry-After is honoured for (the job and every job of its target wait that long)")
 	fs.Var(&f.exec, "exec", "register a command for exec jobs as `NAME=PATH` (repeatable)")
@@ -257,6 +259,7 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 			Breaker:           runlog.BreakerConfig{Threshold: f.breakerThreshold, Window: f.breakerWindow, Cooldown: f.breakerCooldown, Probes: f.breakerProbes, SlowStart: slowStart(f.breakerSlowStart)},
 			RateLimit:         f.rateLimitDefault.l,
 			Limits:            f.rateLimits,
+			QueueLimits:       f.queueRateLimits,
 			MaxRetryAfter:     f.maxRetryAfter,
 			DisableAfter:      disableAfter(f.disableAfter),
 		},

@@ -107,9 +107,10 @@ var pages = func() map[string]*template.Template {
 			return a * 100 / b
 		},
 		"scheduleURL": scheduleURL,
+		"queueURL":    queueURL,
 	}
 	out := make(map[string]*template.Template)
-	for _, name := range []string{"overview", "jobs", "job", "targets", "schedules", "login", "logout", "error", "deferrals"} {
+	for _, name := range []string{"overview", "jobs", "job", "targets", "schedules", "queues", "login", "logout", "error", "deferrals"} {
 		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/chart.html", "templates/"+name+".html"))
 	}

@@ -10,10 +10,13 @@ import (
 )
 
 // LimitRequest is the body of PUT /v1/limits: a target's rate limit, set at
-// run time (durably, overriding the server's --rate-limit flags).
+// run time (durably, overriding the server's --rate-limit flags), or a
+// queue's (durably, replacing its --queue-rate-limit).
 type LimitRequest struct {
-	// Target names the target, as jobs name it.
-	Target string `json:"target"`
+	// Target names the target, as jobs name it; Queue names the queue
+	// ("default" for the default one). Exactly one of them is given.
+	Target string `json:"target,omitempty"`
+	Queue  string `json:"queue,omitempty"`
 	// Rate is in attempts per second (0.001 to 1,000,000); 0 removes the
 	// limit (the target then has none, even under a --rate-limit default).
 	Rate *float64 `json:"rate"`
@@ -26,6 +29,7 @@ type LimitRequest struct {
 // /v1/limits, and part of each item of GET /v1/targets.
 type Limit struct {
 	Target string `json:"target,omitempty"`
+	Queue  string `json:"queue,omitempty"`
 	// Rate is in attempts per second; Burst the bucket's size.
 	Rate  float64 `json:"rate"`
 	Burst int     `json:"burst"`
@@ -45,8 +49,14 @@ func (a *API) putLimit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case in.Target != "" && in.Queue != "":
+		a.fail(w, r, badRequest(`give either "target" or "queue", not both: one limit per request`))
+		return
+	case in.Queue != "":
+		a.putQueueLimit(w, r, in)
+		return
 	case in.Target == "":
-		a.fail(w, r, badRequest(`target is required: the target whose jobs the limit paces, as they name it (e.g. "http://127.0.0.1:9000")`))
+		a.fail(w, r, badRequest(`target is required (or queue): the target whose jobs the limit paces, as they name it (e.g. "http://127.0.0.1:9000"), or the queue whose jobs it paces (e.g. "default")`))
 		return
 	case len(in.Target) > maxTarget:
 		a.fail(w, r, badRequest("target is %d bytes; at most %d", len(in.Target), maxTarget))

@@ -290,6 +290,10 @@ var (
 		"1 for a paused queue, 0 for the others.", []string{"queue"}, nil)
 	descQueueConcurrency = prometheus.NewDesc("runlog_queue_concurrency",
 		"Each queue's bound on its attempts in flight (0: only the pool bounds them).", []string{"queue"}, nil)
+	descQueueRate = prometheus.NewDesc("runlog_queue_rate_limit",
+		"Each queue's rate limit, in attempts per second (only queues with a limit).", []string{"queue"}, nil)
+	descQueueTokens = prometheus.NewDesc("runlog_queue_tokens",
+		"The tokens in each queue's rate limit bucket (only queues with a limit).", []string{"queue"}, nil)
 )
 
 // statsCollector turns the runner's Stats into gauges at scrape time, and
@@ -302,7 +306,7 @@ type statsCollector struct {
 // Describe sends the descriptors of the Stats gauges (prometheus.Collector).
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descJobs, descPool, descInFlight, descLag, descBreakers, descBreaker, descTargetFailures, descTargetJobs,
-		descQueueJobs, descQueuePaused, descQueueConcurrency, descTargetRate, descTargetTokens, descTargetHold, descTargetRamp, descDisabled} {
+		descQueueJobs, descQueuePaused, descQueueConcurrency, descQueueRate, descQueueTokens, descTargetRate, descTargetTokens, descTargetHold, descTargetRamp, descDisabled} {
 		ch <- d
 	}
 }
@@ -341,6 +345,10 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descQueuePaused, paused, q.Name)
 		gauge(descQueueConcurrency, float64(q.Concurrency), q.Name)
+		if q.Limit != (runlog.Limit{}) {
+			gauge(descQueueRate, q.Limit.Rate, q.Name)
+			gauge(descQueueTokens, float64(q.Tokens), q.Name)
+		}
 	}
 
 	named, dropped := c.m.fold.pick(s.Targets)

@@ -17,6 +17,11 @@ type Queue struct {
 	// but the pool.
 	Concurrency int  `json:"concurrency"`
 	Paused      bool `json:"paused"`
+	// Rate (attempts per second) and Burst are the queue's rate limit, 0
+	// and 0 for none; Tokens, with a limit only, what its bucket holds now.
+	Rate   float64 `json:"rate"`
+	Burst  int     `json:"burst"`
+	Tokens *int    `json:"tokens,omitempty"`
 	// Counts are the queue's jobs by state (pending and running).
 	Counts QueueCounts `json:"counts"`
 }
@@ -34,16 +39,26 @@ type QueueList struct {
 
 // QueueRequest is the body of PUT /v1/queues/{name}.
 type QueueRequest struct {
-	// Concurrency is the queue's new concurrency (required; 0 for no
-	// bound but the pool).
+	// Concurrency is the queue's new concurrency (0 for no bound but the
+	// pool); left out, it is kept. At least one of Concurrency and Rate is
+	// given.
 	Concurrency *int `json:"concurrency"`
+	// Rate and Burst are the queue's new rate limit, as in PUT /v1/limits
+	// (rate 0 removes it); left out, it is kept.
+	Rate  *float64 `json:"rate"`
+	Burst int      `json:"burst,omitempty"`
 }
 
 // maxQueueConcurrency bounds the concurrency a request may set.
 const maxQueueConcurrency = 1_000_000
 
 func queueView(q runlog.QueueStats) Queue {
-	return Queue{Name: q.Name, Concurrency: q.Concurrency, Paused: q.Paused, Counts: QueueCounts{Pending: q.Pending, Running: q.Running}}
+	v := Queue{Name: q.Name, Concurrency: q.Concurrency, Paused: q.Paused, Counts: QueueCounts{Pending: q.Pending, Running: q.Running}}
+	if q.Limit != (runlog.Limit{}) {
+		tokens := q.Tokens
+		v.Rate, v.Burst, v.Tokens = q.Limit.Rate, q.Limit.Burst, &tokens
+	}
+	return v
 }
 
 func queuesView(qs []runlog.QueueStats) QueueList {
@@ -89,18 +104,20 @@ func (a *API) putQueue(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || !onlySpace(body[dec.InputOffset():]) {
-		a.fail(w, r, badRequest(`the body must be one JSON object {"concurrency": N} with N an integer from 0 to %d`, maxQueueConcurrency))
+		a.fail(w, r, badRequest(`the body must be one JSON object {"concurrency": N, "rate": R, "burst": B} with N an integer from 0 to %d (each field optional, at least one given)`, maxQueueConcurrency))
 		return
 	}
-	if req.Concurrency == nil {
-		a.fail(w, r, badRequest(`concurrency is required: send {"concurrency": N} (0 for no bound but the pool)`))
+	if req.Concurrency == nil && req.Rate == nil {
+		a.fail(w, r, badRequest(`concurrency is required (or rate): send {"concurrency": N} (0 for no bound but the pool) and/or {"rate": R, "burst": B} (rate 0 removes the limit)`))
 		return
 	}
-	if n := *req.Concurrency; n < 0 || n > maxQueueConcurrency {
-		a.fail(w, r, badRequest("concurrency %d must be from 0 (no bound but the pool) to %d", n, maxQueueConcurrency))
-		return
+	if req.Concurrency != nil {
+		if n := *req.Concurrency; n < 0 || n > maxQueueConcurrency {
+			a.fail(w, r, badRequest("concurrency %d must be from 0 (no bound but the pool) to %d", n, maxQueueConcurrency))
+			return
+		}
 	}
-	q, err := a.runner.SetQueueConcurrency(r.Context(), name, *req.Concurrency)
+	q, err := a.runner.SetQueueSetting(r.Context(), name, req.Concurrency, nil, queueLimitOf(req.Rate, req.Burst))
 	a.answerQueue(w, r, q, err)
 }
 

@@ -73,6 +73,8 @@ func goldenOps() []struct {
 		{"limit-removed", Op{Kind: OpLimit, At: 1700000000000, Target: "http://127.0.0.1:9000"}},
 		{"requeue-hold", Op{Kind: OpRequeue, ID: 1, At: 1700000000600, Due: 1700000300600, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "HTTP 429", HoldUntil: 1700000300600}},
 		{"fail-hold", Op{Kind: OpFail, ID: 1, At: 1700000000600, Attempt: 3, Class: retry.Retryable, BreakerFailed: true, Error: "gave up", HoldUntil: 1700000300600}},
+		{"queue-limited", Op{Kind: OpQueue, At: 1700000000000, Queue: &QueueSetting{Name: "mail", Concurrency: 2, Limit: retry.Limit{RateMilli: 100000, Burst: 10}}}},
+		{"queue-limited-paused", Op{Kind: OpQueue, At: 1700000000000, Queue: &QueueSetting{Paused: true, Limit: retry.Limit{RateMilli: 1, Burst: 1}}}},
 	}
 }
 
@@ -156,7 +158,11 @@ func TestDecodeRejects(t *testing.T) {
 		{"kind 0", []byte{1, 0, 1, 0}, "unknown op kind 0", false},
 		{"kind 200", []byte{1, 200, 1, 0}, "unknown op kind 200", false},
 		{"queue with an id", []byte{1, byte(OpQueue), 1, 0, 0, 0, 0}, "queue op with job id 1", false},
-		{"queue paused flag 2", []byte{1, byte(OpQueue), 0, 0, 0, 0, 2}, "paused flag 2", false},
+		{"queue flags 4", []byte{1, byte(OpQueue), 0, 0, 0, 0, 4}, "queue flags 0x4", false},
+		{"queue limit without its rate", []byte{1, byte(OpQueue), 0, 0, 0, 0, 2}, "rate: varint runs past the end", false},
+		{"queue limit of rate 0", []byte{1, byte(OpQueue), 0, 0, 0, 0, 2, 0, 0}, "is not a limit", false},
+		{"queue limit of burst 0", []byte{1, byte(OpQueue), 0, 0, 0, 0, 2, 1, 0}, "is not a limit", false},
+		{"queue limit rate out of range", []byte{1, byte(OpQueue), 0, 0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1}, "out of range", false},
 		{"queue concurrency beyond int32", []byte{1, byte(OpQueue), 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x08, 0}, "concurrency 2147483648", false},
 		{"snooze without due", []byte{1, byte(OpSnooze), 1, 0, 1}, "due: varint runs past the end", false},
 		{"snooze with id 0", []byte{1, byte(OpSnooze), 0, 0, 1, 0}, "job id 0", false},

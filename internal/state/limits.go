@@ -83,12 +83,8 @@ func (f Flow) Settle(now int64) Flow {
 	if f.Hold <= now {
 		f.Hold = 0
 	}
-	if f.Reserved <= micros(now) {
-		f.Reserved = 0
-	}
-	if f.Bucket.Full(now) {
-		f.Bucket = retry.Bucket{}
-	}
+	pc := Pace{f.Bucket, f.Reserved}.Settle(now)
+	f.Bucket, f.Reserved = pc.Bucket, pc.Reserved
 	return f
 }
 
@@ -127,11 +123,7 @@ func FlowAfter(f Flow, lim retry.Limit, c retry.Circuit, before, after retry.Bre
 		f.Ramp = f.Ramp.Start()
 	case op.Kind == OpDefer:
 		if !lim.IsZero() {
-			r := max(micros(f.Bucket.NextAdmit(lim, op.At)), micros(op.Due)-999)
-			if f.Reserved != 0 {
-				r = max(r, addSat(f.Reserved, lim.Interval()))
-			}
-			f.Reserved = r
+			f.Reserved = Pace{f.Bucket, f.Reserved}.Reserve(lim, op.At, op.Due).Reserved
 		}
 	case op.Kind == OpSnooze:
 		f.Ramp = f.Ramp.End(c, false)
@@ -191,18 +183,10 @@ func AdmitFlow(f Flow, lim retry.Limit, now int64) (FlowVerdict, int64) {
 	if f.Hold != 0 && f.Hold > now {
 		return FlowDefer, f.Hold
 	}
-	if f.Bucket.Admits(lim, now) {
-		return FlowAdmit, 0
+	if ok, due := (Pace{f.Bucket, f.Reserved}).Admit(lim, now); !ok {
+		return FlowDefer, due
 	}
-	slot := micros(f.Bucket.NextAdmit(lim, now))
-	if f.Reserved != 0 {
-		slot = max(slot, addSat(f.Reserved, lim.Interval()))
-	}
-	due := slot / 1000
-	if slot%1000 != 0 {
-		due++
-	}
-	return FlowDefer, max(due, addSat(now, 1))
+	return FlowAdmit, 0
 }
 
 // flowStep applies op's effect on the flow of target, after Step applied

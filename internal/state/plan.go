@@ -38,8 +38,9 @@ type TargetView interface {
 	TargetDisabled(target string) bool
 }
 
-// QueueView is what a claim knows of the queues: each one's setting, and
-// how many of its attempts run now, the claim's own starts included (the
+// QueueView is what a claim knows of the queues: each one's setting, its
+// rate limit's pace as the ops planned so far left it, and how many of its
+// attempts run now, the claim's own starts included (the
 // embedded store's state counts them as it applies each start; the
 // PostgreSQL claim adds its starts to the count it read).
 type QueueView interface {
@@ -54,7 +55,9 @@ type QueueView interface {
 // window full (WithFlows), and the jobs of a paused queue or of a queue at
 // its concurrency (SetQueues), then, for a job the breaker admits, applies
 // its target's flow control (AdmitFlow: deferred while the target holds or
-// its bucket is empty), and stops once it has started Max
+// its bucket is empty), then its queue's rate limit (Pace.Admit: deferred
+// to the queue's next free slot while its bucket is empty; QueueView's
+// QueueInfo carries the queue's limit and pace), and stops once it has started Max
 // attempts or made 4096 deferrals and failures. It changes nothing: the
 // caller applies each planned op, so that the next job sees its effect on
 // the breaker. A PostgreSQL claim that reads its due rows in rounds feeds
@@ -112,8 +115,9 @@ func (p *Planner) Plan(f Facts, target string, br retry.Breaker) (Op, Verdict) {
 	if p.Done() {
 		return Op{}, Stopped
 	}
+	var q QueueInfo
 	if p.queues != nil {
-		if q := p.queues.Queue(f.Queue); q.Paused || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
+		if q = p.queues.Queue(f.Queue); q.Paused || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
 			p.held++
 			return Op{}, QueueHeld
 		}
@@ -149,6 +153,13 @@ func (p *Planner) Plan(f Facts, target string, br retry.Breaker) (Op, Verdict) {
 	op := AdmitJob(f, br, p.c, p.now)
 	if op.Kind == OpStart && p.flow != nil {
 		if v, due := AdmitFlow(fl, lim, p.now); v == FlowDefer {
+			op = Op{Kind: OpDefer, ID: f.ID, At: p.now, Due: due}
+		}
+	}
+	if op.Kind == OpStart && !q.Limit.IsZero() {
+		// The queue's rate limit, last: only a job that would start takes
+		// a token, or is deferred to the queue's next free slot.
+		if ok, due := q.Pace.Admit(q.Limit, p.now); !ok {
 			op = Op{Kind: OpDefer, ID: f.ID, At: p.now, Due: due}
 		}
 	}

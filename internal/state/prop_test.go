@@ -249,6 +249,9 @@ func (m *sim) dispatch() {
 		if q := m.live.Queue(j.Spec.Queue); op.Kind == OpStart && (q.Paused || (q.Concurrency > 0 && q.Running >= q.Concurrency)) {
 			m.t.Fatalf("job %d starts in queue %+v", j.ID, q)
 		}
+		if q := m.live.Queue(j.Spec.Queue); op.Kind == OpStart && !q.Pace.Bucket.Admits(q.Limit, m.now) {
+			m.t.Fatalf("job %d started at %d against its queue's rate limit %+v", j.ID, m.now, q)
+		}
 		if op.Kind == OpStart {
 			if fl.Hold != 0 && fl.Hold > m.now || !fl.Bucket.Admits(lim, m.now) || !fl.Ramp.Admits() {
 				m.t.Fatalf("job %d of target %q started at %d against its flow %+v under %+v", j.ID, j.Spec.Target, m.now, fl, lim)
@@ -293,6 +296,7 @@ func (m *sim) setQueue() {
 		Name:        rapid.SampledFrom([]string{"", "q1", "q2"}).Draw(m.t, "queueName"),
 		Concurrency: rapid.IntRange(0, 2).Draw(m.t, "concurrency"),
 		Paused:      rapid.IntRange(0, 2).Draw(m.t, "paused") == 0,
+		Limit:       drawLimit(m.t, "queueLimit"),
 	}, m.now))
 }
 

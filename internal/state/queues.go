@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/runlog/runlog/retry"
 )
 
 // Queues. Every job belongs to one queue (Spec.Queue; "" is the default
@@ -35,6 +37,9 @@ type QueueSetting struct {
 	Concurrency int
 	// Paused stops the queue's jobs from starting.
 	Paused bool
+	// Limit is the queue's rate limit (queuepace.go); the zero Limit for
+	// none.
+	Limit retry.Limit
 }
 
 // QueueInfo is a queue's setting and load.
@@ -42,6 +47,9 @@ type QueueInfo struct {
 	QueueSetting
 	// Pending and Running count the queue's jobs in those states.
 	Pending, Running int
+	// Pace is the state of the queue's rate limit (the zero Pace without
+	// one).
+	Pace Pace
 }
 
 // queue is one queue inside the state: its setting, its pending jobs and
@@ -52,6 +60,7 @@ type queue struct {
 	prio             int // jobs in wait or ready whose priority is not 0
 	pending, running int
 	held             bool // skipped by PeekDue until ReleaseHeld (HoldQueue)
+	pace             Pace // the state of set.Limit (queuepace.go)
 }
 
 // queueSet holds the queues: the default one always, the others while
@@ -60,6 +69,9 @@ type queueSet struct {
 	def   queue
 	named map[string]*queue
 	held  []*queue // the queues HoldQueue took out, for ReleaseHeld
+	// limited counts the queues with a rate limit: while 0, a start or
+	// a defer looks at no queue's pace.
+	limited int
 }
 
 // MaxQueueConcurrency is the largest concurrency a queue may have.
@@ -92,7 +104,7 @@ func (s *State) lookupQueue(name string) *queue {
 // tidy forgets a named queue that has no jobs pending or running and the
 // zero setting: the queues the state keeps follow the live work.
 func (s *State) tidy(q *queue) {
-	if q == &s.q.def || q.pending != 0 || q.running != 0 || q.held || q.set.Concurrency != 0 || q.set.Paused {
+	if q == &s.q.def || q.pending != 0 || q.running != 0 || q.held || !q.set.IsZero() {
 		return
 	}
 	delete(s.q.named, q.set.Name)
@@ -282,7 +294,7 @@ func (s *State) QueueRunning(name string) int {
 // for a queue the state does not know).
 func (s *State) Queue(name string) QueueInfo {
 	if q := s.lookupQueue(name); q != nil {
-		return QueueInfo{QueueSetting: q.set, Pending: q.pending, Running: q.running}
+		return QueueInfo{QueueSetting: q.set, Pending: q.pending, Running: q.running, Pace: q.pace}
 	}
 	return QueueInfo{QueueSetting: QueueSetting{Name: name}}
 }
@@ -293,7 +305,7 @@ func (s *State) Queue(name string) QueueInfo {
 func (s *State) Queues() []QueueInfo {
 	out := []QueueInfo{s.Queue("")}
 	for _, q := range s.q.named {
-		out = append(out, QueueInfo{QueueSetting: q.set, Pending: q.pending, Running: q.running})
+		out = append(out, QueueInfo{QueueSetting: q.set, Pending: q.pending, Running: q.running, Pace: q.pace})
 	}
 	slices.SortFunc(out[1:], func(a, b QueueInfo) int {
 		if a.Name < b.Name {
@@ -307,11 +319,11 @@ func (s *State) Queues() []QueueInfo {
 // applyQueue sets the setting of the queue op.Queue names.
 func (s *State) applyQueue(op *Op) {
 	qs := op.Queue
-	if qs == nil || qs.Concurrency < 0 || qs.Concurrency > MaxQueueConcurrency {
+	if qs == nil || qs.Concurrency < 0 || qs.Concurrency > MaxQueueConcurrency || qs.Limit.Validate() != nil {
 		return
 	}
 	q := s.queue(qs.Name)
-	q.set = *qs
+	s.setQueue(q, *qs)
 	s.tidy(q)
 }
 
@@ -328,7 +340,7 @@ func QueueOp(set QueueSetting, now int64) Op {
 func (s *State) queueSection() []byte {
 	var sets []QueueSetting
 	for _, qi := range s.Queues() {
-		if qi.Concurrency != 0 || qi.Paused {
+		if !qi.QueueSetting.IsZero() {
 			sets = append(sets, qi.QueueSetting)
 		}
 	}
@@ -336,10 +348,8 @@ func (s *State) queueSection() []byte {
 		return nil
 	}
 	dst := putUvarint(nil, uint64(len(sets)))
-	for _, qs := range sets {
-		dst = putString(dst, qs.Name)
-		dst = putUvarint(dst, uint64(qs.Concurrency))
-		dst = append(dst, boolByte(qs.Paused))
+	for i := range sets {
+		dst = putQueueSetting(dst, &sets[i])
 	}
 	return dst
 }
@@ -361,16 +371,18 @@ func (s *State) readQueueSection(d *decoder) {
 			d.failAt("queue %q after %q: not in ascending order", qs.Name, prev)
 			return
 		}
-		if qs.Concurrency == 0 && !qs.Paused {
+		if qs.IsZero() {
 			d.failAt("queue %q with the zero setting written", qs.Name)
 			return
 		}
 		prev = qs.Name
-		s.queue(qs.Name).set = qs
+		s.setQueue(s.queue(qs.Name), qs)
 	}
 }
 
-// queueSetting reads a string name, uvarint concurrency and byte paused.
+// queueSetting reads a string name, uvarint concurrency and byte flags
+// (bit 0 paused, bit 1 a rate limit follows: uvarint rate, uvarint burst).
+// A record written before queues had rate limits has flags 0 or 1.
 func (d *decoder) queueSetting() QueueSetting {
 	var qs QueueSetting
 	qs.Name = d.string("queue name")
@@ -381,10 +393,13 @@ func (d *decoder) queueSetting() QueueSetting {
 	qs.Concurrency = int(c)
 	switch p := d.byte("paused"); {
 	case d.err != nil:
-	case p > 1:
-		d.failAt("paused flag %d", p)
+	case p&^(queuePaused|queueLimited) != 0:
+		d.failAt("queue flags %#x", p)
 	default:
-		qs.Paused = p == 1
+		qs.Paused = p&queuePaused != 0
+		if p&queueLimited != 0 {
+			qs.Limit = d.queueLimit(qs.Name)
+		}
 	}
 	return qs
 }
@@ -393,7 +408,11 @@ func (d *decoder) queueSetting() QueueSetting {
 func putQueueSetting(dst []byte, qs *QueueSetting) []byte {
 	dst = putString(dst, qs.Name)
 	dst = putUvarint(dst, uint64(max(qs.Concurrency, 0)))
-	return append(dst, boolByte(qs.Paused))
+	if qs.Limit.IsZero() {
+		return append(dst, boolByte(qs.Paused))
+	}
+	dst = append(dst, boolByte(qs.Paused)|queueLimited)
+	return putQueueLimit(dst, qs.Limit)
 }
 
 func boolByte(b bool) byte {
@@ -475,6 +494,9 @@ func queuesEqual(a, b *State) (bool, string) {
 	x, y := a.queueSection(), b.queueSection()
 	if string(x) != string(y) {
 		return false, fmt.Sprintf("queue settings %v vs %v", a.Queues(), b.Queues())
+	}
+	if x, y := a.paceSection(), b.paceSection(); string(x) != string(y) {
+		return false, fmt.Sprintf("queue paces %v vs %v", a.Queues(), b.Queues())
 	}
 	return true, ""
 }

@@ -55,7 +55,8 @@ func TestQueueSection(t *testing.T) {
 		want string
 	}{
 		{"no queues", []byte{0}, "0 queue settings"},
-		{"paused flag 2", []byte{1, 1, 'q', 0, 2}, "paused flag 2"},
+		{"flags 4", []byte{1, 1, 'q', 0, 4}, "queue flags 0x4"},
+		{"limit of burst 0", []byte{1, 1, 'q', 0, 2, 1, 0}, "is not a limit"},
 		{"zero setting", []byte{1, 1, 'q', 0, 0}, "zero setting"},
 		{"unordered", []byte{2, 1, 'b', 1, 0, 1, 'a', 1, 0}, "not in ascending order"},
 		{"concurrency too large", []byte{1, 1, 'q', 0x80, 0x80, 0x80, 0x80, 0x08, 0}, "above"},

@@ -51,6 +51,9 @@ func (s *State) sections() []section {
 	if b := s.lifeSection(); b != nil {
 		secs = append(secs, section{tag: sectionLife, body: b})
 	}
+	if b := s.paceSection(); b != nil {
+		secs = append(secs, section{tag: sectionPaces, body: b})
+	}
 	return secs
 }
 
@@ -70,6 +73,8 @@ func (s *State) readSection(tag uint64, d *decoder) {
 		s.readSchedules(d)
 	case sectionLife:
 		s.readLifeSection(d)
+	case sectionPaces:
+		s.readPaceSection(d)
 	case sectionFlows:
 		s.readFlows(d)
 	default:

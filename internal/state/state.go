@@ -529,6 +529,7 @@ func (s *State) step(op *Op) {
 		s.feedLife(target, op)
 	}
 	s.flowStep(target, before, br, op)
+	s.paceStep(j.Spec.Queue, op)
 	if ch.From == ch.To {
 		if op.Kind == OpDefer && j.index >= 0 {
 			// A held job is placed when released.

@@ -260,12 +260,14 @@ type Store interface {
 	// setting other than the zero one), sorted by name.
 	Queues(ctx context.Context) ([]state.QueueInfo, error)
 	// SetQueue changes the setting of the queue name: its concurrency when
-	// concurrency is not nil, whether it is paused when paused is not nil.
+	// concurrency is not nil, whether it is paused when paused is not nil,
+	// its rate limit when limit is not nil (the zero Limit removes it, and
+	// the queue's bucket with it).
 	// It returns once the change is durable and in force: no attempt of a
 	// queue paused by it starts after it returns (on PostgreSQL, on any
 	// node), and a queue it resumes starts its due jobs without waiting
 	// for a poll.
-	SetQueue(ctx context.Context, now int64, name string, concurrency *int, paused *bool) (state.QueueInfo, error)
+	SetQueue(ctx context.Context, now int64, name string, concurrency *int, paused *bool, limit *retry.Limit) (state.QueueInfo, error)
 	// EnableTarget enables the disabled target by hand: its held jobs are
 	// offered to claims again and its failing run starts afresh. It
 	// returns the target once the change is durable, or ErrNotDisabled.

@@ -990,9 +990,14 @@ func (s *Store) Queues(ctx context.Context) ([]state.QueueInfo, error) {
 // SetQueue implements store.Store: it journals an OpQueue with the queue's
 // new setting. The claims that follow it in the journal see it, and a
 // claim cannot interleave (both hold s.mu while they apply).
-func (s *Store) SetQueue(ctx context.Context, now int64, name string, concurrency *int, paused *bool) (state.QueueInfo, error) {
+func (s *Store) SetQueue(ctx context.Context, now int64, name string, concurrency *int, paused *bool, limit *retry.Limit) (state.QueueInfo, error) {
 	if concurrency != nil && (*concurrency < 0 || *concurrency > state.MaxQueueConcurrency) {
 		return state.QueueInfo{}, fmt.Errorf("embedded: queue concurrency %d out of range 0-%d", *concurrency, state.MaxQueueConcurrency)
+	}
+	if limit != nil {
+		if err := limit.Validate(); err != nil {
+			return state.QueueInfo{}, fmt.Errorf("embedded: rate limit of queue %q: %w", name, err)
+		}
 	}
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
@@ -1005,6 +1010,9 @@ func (s *Store) SetQueue(ctx context.Context, now int64, name string, concurrenc
 	}
 	if paused != nil {
 		set.Paused = *paused
+	}
+	if limit != nil {
+		set.Limit = *limit
 	}
 	wait := s.submitLocked([]state.Op{state.QueueOp(set, now)})
 	info := s.st.Queue(name)

@@ -316,7 +316,15 @@ func TestTwoTiersReplayEqualsLive(t *testing.T) {
 				}
 			case 9:
 				conc, paused := rapid.IntRange(0, 2).Draw(rt, "concurrency"), rapid.Bool().Draw(rt, "paused")
-				if _, err := s.SetQueue(ctx, now, rapid.SampledFrom([]string{"", "q"}).Draw(rt, "setQueue"), &conc, &paused); err != nil {
+				var lim *retry.Limit
+				if rapid.Bool().Draw(rt, "setQueueLimit") {
+					// Slow enough that the limit defers some of the due jobs.
+					lim = &retry.Limit{}
+					if rapid.IntRange(0, 3).Draw(rt, "queueLimitNone") != 0 {
+						*lim = retry.Limit{RateMilli: rapid.Int64Range(100, 50_000).Draw(rt, "queueRate"), Burst: rapid.IntRange(1, 3).Draw(rt, "queueBurst")}
+					}
+				}
+				if _, err := s.SetQueue(ctx, now, rapid.SampledFrom([]string{"", "q"}).Draw(rt, "setQueue"), &conc, &paused, lim); err != nil {
 					rt.Fatal(err)
 				}
 			case 10:

@@ -144,6 +144,9 @@ type claimTx struct {
 	heldQueues []string
 	deferred   bool // a job was deferred
 	res        *claimResult
+
+	// paced are the queues whose pace the claim changed (queueApplied).
+	paced []string
 }
 
 // newClaim returns the claim at now within lim inside tx, which decides
@@ -211,6 +214,7 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 			// The last round's writes share their round trip with the
 			// claim's end and the COMMIT: the caller sends them.
 			c.res.held = c.plan.Held()
+			c.queuePaceWrites(b)
 			return b, endClaim(b, c.now, c.res, c.brs, c.deferred, len(c.held)+len(c.heldQueues) > 0)
 		}
 		if err := sendBatch(ctx, c.tx, b); err != nil {
@@ -269,9 +273,10 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 				Payload: r.spec.Payload, TimeoutMS: r.spec.TimeoutMS, Metadata: r.spec.Metadata,
 			})
 			c.res.facts = append(c.res.facts, r.facts())
-			c.queues.started(r.spec.Queue)
+			c.queueApplied(r.spec.Queue, &op)
 		case state.OpDefer:
 			c.deferred = true
+			c.queueApplied(r.spec.Queue, &op)
 			b.Queue("UPDATE runlog_jobs SET due = $2 WHERE id = $1", int64(r.ID), op.Due)
 		case state.OpFail:
 			b.Queue("UPDATE runlog_jobs SET state = "+failedCode+", finished_at = $2, reason = $3 WHERE id = $1", int64(r.ID), op.At, op.Error)

@@ -167,7 +167,7 @@ func TestSameAsEmbedded(t *testing.T) {
 	}
 	rapid.Check(t, func(rt *rapid.T) {
 		// A fresh database state for each run.
-		if _, err := pg.pool.Exec(ctx, "TRUNCATE runlog_jobs, runlog_breakers, runlog_target_life, runlog_flows; ALTER SEQUENCE runlog_job_id RESTART"); err != nil {
+		if _, err := pg.pool.Exec(ctx, "TRUNCATE runlog_jobs, runlog_breakers, runlog_target_life, runlog_flows, runlog_queues; ALTER SEQUENCE runlog_job_id RESTART"); err != nil {
 			rt.Fatal(err)
 		}
 		pg.invalidate()
@@ -188,7 +188,7 @@ func TestSameAsEmbedded(t *testing.T) {
 		steps := rapid.IntRange(1, 50).Draw(rt, "steps")
 		for range steps {
 			now += rapid.Int64Range(0, 700).Draw(rt, "dt")
-			switch rapid.IntRange(0, 8).Draw(rt, "action") {
+			switch rapid.IntRange(0, 9).Draw(rt, "action") {
 			case 0, 1:
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				jobs := make([]store.NewJob, n)
@@ -200,6 +200,7 @@ func TestSameAsEmbedded(t *testing.T) {
 						Key:       rapid.SampledFrom([]string{"", "", "x", "y"}).Draw(rt, "key"),
 						Policy:    retry.Policy{Attempts: rapid.IntRange(1, 4).Draw(rt, "attempts"), BaseMS: 10, CapMS: 100, DeadlineMS: rapid.SampledFrom([]int64{0, 0, 2000}).Draw(rt, "deadline")},
 						TimeoutMS: rapid.SampledFrom([]int64{0, 250}).Draw(rt, "timeout"),
+						Queue:     rapid.SampledFrom([]string{"", "", "q"}).Draw(rt, "queue"),
 					}}
 				}
 				var want []store.Enqueued
@@ -289,6 +290,18 @@ func TestSameAsEmbedded(t *testing.T) {
 						rt.Fatal(err)
 					}
 				}
+			case 9:
+				// A queue's rate limit, slow enough to defer some jobs.
+				name := rapid.SampledFrom([]string{"", "q"}).Draw(rt, "limitQueue")
+				var lim retry.Limit
+				if rapid.IntRange(0, 3).Draw(rt, "queueLimitNone") != 0 {
+					lim = retry.Limit{RateMilli: rapid.Int64Range(100, 20_000).Draw(rt, "queueRate"), Burst: rapid.IntRange(1, 3).Draw(rt, "queueBurst")}
+				}
+				for _, s := range stores {
+					if _, err := s.SetQueue(ctx, now, name, nil, nil, &lim); err != nil {
+						rt.Fatal(err)
+					}
+				}
 			case 8:
 				target := rapid.SampledFrom(targets).Draw(rt, "enable")
 				var want string
@@ -330,6 +343,17 @@ func TestSameAsEmbedded(t *testing.T) {
 		}
 		if es != ps {
 			rt.Fatalf("stats differ: embedded %+v, postgres %+v", es, ps)
+		}
+		eq, err := em.Queues(ctx)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		pq, err := pg.Queues(ctx)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if !reflect.DeepEqual(eq, pq) {
+			rt.Fatalf("queues differ:\nembedded %+v\npostgres %+v", eq, pq)
 		}
 		for _, j := range ej {
 			got, err := pg.Job(ctx, j.Job.ID)

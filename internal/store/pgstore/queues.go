@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runlog/runlog/internal/state"
+	"github.com/runlog/runlog/retry"
 )
 
 // queueLock is the key of the transaction advisory lock that orders queue
@@ -36,12 +37,25 @@ func (q claimQueues) Queue(name string) state.QueueInfo {
 	return state.QueueInfo{QueueSetting: state.QueueSetting{Name: name}}
 }
 
-// started counts a start of the queue name.
-func (q claimQueues) started(name string) {
-	if qi, ok := q[name]; ok {
-		qi.Running++
-		q[name] = qi
+// applied counts op, a start or a defer of a job of the queue name that
+// the claim applied: a start as running, and both in the queue's pace
+// when it has a rate limit (state.PaceAfter). It reports whether the pace
+// changed.
+func (q claimQueues) applied(name string, op *state.Op) bool {
+	qi, ok := q[name]
+	if !ok {
+		return false
 	}
+	if op.Kind == state.OpStart {
+		qi.Running++
+	}
+	paced := false
+	if !qi.Limit.IsZero() {
+		p := state.PaceAfter(qi.Pace, qi.Limit, op)
+		paced, qi.Pace = p != qi.Pace, p
+	}
+	q[name] = qi
+	return paced
 }
 
 // queueQueues queues, in b, what a claim reads of the queues first: the
@@ -58,22 +72,22 @@ func (q claimQueues) started(name string) {
 // bounded queues (countBounded).
 func queueQueues(b *pgx.Batch, into *claimQueues) {
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", queueLock)
-	b.Queue("SELECT name, concurrency, paused FROM runlog_queues WHERE paused OR concurrency > 0").Query(func(rows pgx.Rows) error {
+	b.Queue("SELECT name, concurrency, paused, rate_milli, burst FROM runlog_queues WHERE paused OR concurrency > 0 OR rate_milli > 0").Query(func(rows pgx.Rows) error {
 		defer rows.Close()
 		qs := claimQueues{}
 		for rows.Next() {
 			var qi state.QueueInfo
-			var conc int32
-			if err := rows.Scan(&qi.Name, &conc, &qi.Paused); err != nil {
+			var conc, burst int32
+			if err := rows.Scan(&qi.Name, &conc, &qi.Paused, &qi.Limit.RateMilli, &burst); err != nil {
 				return err
 			}
-			qi.Concurrency = int(conc)
+			qi.Concurrency, qi.Limit.Burst = int(conc), int(burst)
 			qs[qi.Name] = qi
 		}
 		*into = qs
 		return rows.Err()
 	})
-	b.Queue(`SELECT name FROM runlog_queues WHERE concurrency > 0 ORDER BY name COLLATE "C" FOR NO KEY UPDATE`)
+	queueLockPaced(b, into)
 }
 
 // countBounded counts the running attempts of the bounded queues (whose
@@ -112,8 +126,8 @@ func (s *Store) Queues(ctx context.Context) ([]state.QueueInfo, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT name, concurrency, paused, 0, 0 FROM runlog_queues
-		UNION ALL SELECT queue, 0, false, count(*) FILTER (WHERE state = `+pendingCode+`), count(*) FILTER (WHERE state = `+runningCode+`)
+	rows, err := s.pool.Query(ctx, `SELECT name, concurrency, paused, 0, 0, rate_milli, burst, tat, reserved FROM runlog_queues
+		UNION ALL SELECT queue, 0, false, count(*) FILTER (WHERE state = `+pendingCode+`), count(*) FILTER (WHERE state = `+runningCode+`), 0, 0, 0, 0
 			FROM runlog_jobs WHERE state <= `+runningCode+` GROUP BY queue`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: queues: %w", err)
@@ -126,8 +140,11 @@ func (s *Store) Queues(ctx context.Context) ([]state.QueueInfo, error) {
 			conc             int32
 			paused           bool
 			pending, running int64
+			rate             int64
+			burst            int32
+			pace             state.Pace
 		)
-		if err := rows.Scan(&name, &conc, &paused, &pending, &running); err != nil {
+		if err := rows.Scan(&name, &conc, &paused, &pending, &running, &rate, &burst, &pace.Bucket.TAT, &pace.Reserved); err != nil {
 			return nil, fmt.Errorf("pgstore: queues: %w", err)
 		}
 		qi := byName[name]
@@ -136,6 +153,9 @@ func (s *Store) Queues(ctx context.Context) ([]state.QueueInfo, error) {
 			byName[name] = qi
 		}
 		qi.Concurrency, qi.Paused = max(qi.Concurrency, int(conc)), qi.Paused || paused
+		if rate > 0 {
+			qi.Limit, qi.Pace = retry.Limit{RateMilli: rate, Burst: int(burst)}, pace
+		}
 		qi.Pending += int(pending)
 		qi.Running += int(running)
 	}
@@ -144,7 +164,7 @@ func (s *Store) Queues(ctx context.Context) ([]state.QueueInfo, error) {
 	}
 	out := make([]state.QueueInfo, 0, len(byName))
 	for _, qi := range byName {
-		if qi.Name == "" || qi.Pending+qi.Running > 0 || qi.Concurrency != 0 || qi.Paused {
+		if qi.Name == "" || qi.Pending+qi.Running > 0 || !qi.QueueSetting.IsZero() {
 			out = append(out, *qi)
 		}
 	}
@@ -156,12 +176,15 @@ func (s *Store) Queues(ctx context.Context) ([]state.QueueInfo, error) {
 // writes the queue's row (a queue back to the zero setting loses its
 // row), and notifies the nodes once committed, so that a resumed queue's
 // due jobs start without waiting for a poll.
-func (s *Store) SetQueue(ctx context.Context, now int64, name string, concurrency *int, paused *bool) (state.QueueInfo, error) {
+func (s *Store) SetQueue(ctx context.Context, now int64, name string, concurrency *int, paused *bool, limit *retry.Limit) (state.QueueInfo, error) {
 	if err := s.usable(); err != nil {
 		return state.QueueInfo{}, err
 	}
 	if concurrency != nil && (*concurrency < 0 || *concurrency > state.MaxQueueConcurrency) {
 		return state.QueueInfo{}, fmt.Errorf("pgstore: queue concurrency %d out of range 0-%d", *concurrency, state.MaxQueueConcurrency)
+	}
+	if err := validQueueLimit(name, limit); err != nil {
+		return state.QueueInfo{}, err
 	}
 	var set state.QueueSetting
 	err := s.inTx(ctx, true, func(tx pgx.Tx) error {
@@ -169,26 +192,22 @@ func (s *Store) SetQueue(ctx context.Context, now int64, name string, concurrenc
 			return err
 		}
 		set = state.QueueSetting{Name: name}
-		var conc int32
-		err := tx.QueryRow(ctx, "SELECT concurrency, paused FROM runlog_queues WHERE name = $1", name).Scan(&conc, &set.Paused)
+		var conc, burst int32
+		err := tx.QueryRow(ctx, "SELECT concurrency, paused, rate_milli, burst FROM runlog_queues WHERE name = $1", name).Scan(&conc, &set.Paused, &set.Limit.RateMilli, &burst)
 		if err != nil && err != pgx.ErrNoRows {
 			return err
 		}
-		set.Concurrency = int(conc)
+		set.Concurrency, set.Limit.Burst = int(conc), int(burst)
 		if concurrency != nil {
 			set.Concurrency = *concurrency
 		}
 		if paused != nil {
 			set.Paused = *paused
 		}
-		if set.Concurrency == 0 && !set.Paused {
-			_, err = tx.Exec(ctx, "DELETE FROM runlog_queues WHERE name = $1", name)
-		} else {
-			_, err = tx.Exec(ctx, `INSERT INTO runlog_queues (name, concurrency, paused) VALUES ($1, $2, $3)
-				ON CONFLICT (name) DO UPDATE SET concurrency = EXCLUDED.concurrency, paused = EXCLUDED.paused`,
-				name, int32(set.Concurrency), set.Paused)
+		if limit != nil {
+			set.Limit = *limit
 		}
-		return err
+		return setQueueRow(ctx, tx, name, set)
 	})
 	if err != nil {
 		return state.QueueInfo{}, fmt.Errorf("pgstore: set queue %q: %w", name, err)

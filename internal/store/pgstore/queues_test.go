@@ -58,7 +58,7 @@ func TestPauseAcrossNodes(t *testing.T) {
 		}
 	}
 	paused := true
-	if _, err := nodes[3].SetQueue(ctx, 1000, "q", nil, &paused); err != nil {
+	if _, err := nodes[3].SetQueue(ctx, 1000, "q", nil, &paused, nil); err != nil {
 		t.Fatal(err)
 	}
 	var atPause int
@@ -87,7 +87,7 @@ func TestPauseAcrossNodes(t *testing.T) {
 	// A bound of 5 across the nodes: resume, finish nothing, claim on
 	// every node; the queue's running attempts stop at 5 in all.
 	five, resume := 5, false
-	if _, err := nodes[3].SetQueue(ctx, 1000, "q", &five, &resume); err != nil {
+	if _, err := nodes[3].SetQueue(ctx, 1000, "q", &five, &resume, nil); err != nil {
 		t.Fatal(err)
 	}
 	var more sync.WaitGroup

@@ -48,7 +48,7 @@ func queues(t *testing.T, s store.Store) map[string]state.QueueInfo {
 
 func setQueue(t *testing.T, s store.Store, now int64, name string, conc *int, paused *bool) state.QueueInfo {
 	t.Helper()
-	qi, err := s.SetQueue(ctx, now, name, conc, paused)
+	qi, err := s.SetQueue(ctx, now, name, conc, paused, nil)
 	if err != nil {
 		t.Fatalf("SetQueue(%q): %v", name, err)
 	}
@@ -158,7 +158,7 @@ func testQueueConcurrency(t *testing.T, open Opener) {
 	if qs := queues(t, s); qs["bulk"].Running != 3 || qs["bulk"].Concurrency != 0 {
 		t.Errorf("queues %v: want bulk running 3, concurrency 0", qs)
 	}
-	if _, err := s.SetQueue(ctx, T0, "bulk", ptr(-1), nil); err == nil {
+	if _, err := s.SetQueue(ctx, T0, "bulk", ptr(-1), nil, nil); err == nil {
 		t.Errorf("SetQueue accepted a concurrency of -1")
 	}
 }

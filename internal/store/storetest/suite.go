@@ -85,6 +85,7 @@ func Run(t *testing.T, open Opener) {
 		{"FlowSettledAtExpire", testFlowSettledAtExpire},
 	}
 	cases = append(cases, queueCases...)
+	cases = append(cases, queueLimitCases...)
 	cases = append(cases, scheduleCases...)
 	cases = append(cases, lifecycleCases...)
 	for _, c := range cases {
