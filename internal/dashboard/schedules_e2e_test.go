@@ -51,7 +51,10 @@ func TestBrowserSchedules(t *testing.T) {
 		t.Errorf("the fast row says %q", got)
 	}
 	shot("schedules")
-	do("pause nightly", chromedp.Click(chromedp.CSS(`tr[data-schedule="nightly"] button[data-action="pause"]`)), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	// Each click waits for the page that shows its change (the other
+	// button), not for any #flash: the page before the click may show one.
+	do("pause nightly", chromedp.Click(chromedp.CSS(`tr[data-schedule="nightly"] button[data-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="nightly"] button[data-action="resume"]`)))
 	if got := text("#flash"); !strings.Contains(got, "nightly is paused") {
 		t.Errorf("after pause the page says %q", got)
 	}
@@ -60,8 +63,8 @@ func TestBrowserSchedules(t *testing.T) {
 	if !sc.Paused {
 		t.Fatal("the API says nightly is not paused after the click")
 	}
-	do("resume nightly", chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="nightly"] button[data-action="resume"]`)),
-		chromedp.Click(chromedp.CSS(`tr[data-schedule="nightly"] button[data-action="resume"]`)), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	do("resume nightly", chromedp.Click(chromedp.CSS(`tr[data-schedule="nightly"] button[data-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="nightly"] button[data-action="pause"]`)))
 	if got := text("#flash"); !strings.Contains(got, "nightly is resumed") {
 		t.Errorf("after resume the page says %q", got)
 	}
