@@ -601,6 +601,11 @@ func TestPostgresMultiNode(t *testing.T) {
 		}
 		var hist string
 		c.db.QueryRow(ctx, "SELECT "+attemptsSQL+"::text FROM runlog_jobs WHERE id = $1", o.job).Scan(&hist)
+		if s, ok := startedElsewhere(hist, o.owner, o.killed); ok && float64(s-o.killed)/1000 <= limit {
+			// The store started it again in time, on a node killed in its
+			// turn before the handler logged its begin.
+			continue
+		}
 		if o.after == nil {
 			late = append(late, fmt.Sprintf("job %d of %s: never ran again; history %s", o.job, o.owner, hist))
 		} else {
@@ -620,6 +625,28 @@ func TestPostgresMultiNode(t *testing.T) {
 		t.Fatalf("jobs of killed nodes not run again within %v: %v\nnode logs:\n%s", multiNodeLease+2*time.Second, late, logs.String())
 	}
 	t.Logf("%d attempts interrupted by kills, each run again in time", len(orphans))
+}
+
+// startedElsewhere returns, from a job's attempt history (attemptsSQL, as
+// text), when its first attempt on a node other than owner started after
+// killed (ms since the epoch). The handlers' begin rows in mn_log miss an
+// attempt whose node is killed between the store's start and the
+// handler's first statement; the history the store keeps does not.
+func startedElsewhere(hist, owner string, killed int64) (int64, bool) {
+	var attempts []struct {
+		Start int64  `json:"s"`
+		Node  string `json:"node"`
+	}
+	if json.Unmarshal([]byte(hist), &attempts) != nil {
+		return 0, false
+	}
+	var first int64
+	for _, a := range attempts {
+		if a.Node != owner && a.Start > killed && (first == 0 || a.Start < first) {
+			first = a.Start
+		}
+	}
+	return first, first != 0
 }
 
 // TestPostgresStaleNode pauses a node (SIGSTOP) past its lease while it runs
