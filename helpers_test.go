@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,8 +71,13 @@ const envTestStore = "RUNLOG_TEST_STORE"
 // the directory it made with runlog.Open.
 var embeddedOnly = map[string]bool{"TestSecondOpenRefused": true, "TestCrashRecovery": true, "TestScheduleTicksOnTheClock": true}
 
+// pgDatabases maps a test's directory to its PostgreSQL database
+// (openRunner under RUNLOG_TEST_STORE=postgres).
+var pgDatabases sync.Map
+
 // openRunner opens a runner on a temp dir (or, with RUNLOG_TEST_STORE=postgres,
-// on a fresh PostgreSQL database) and closes it at the end of the test.
+// on the PostgreSQL database of dir, fresh at its first open) and closes it
+// at the end of the test.
 func openRunner(t testing.TB, dir string, cfg runlog.Config) *runlog.Runner {
 	t.Helper()
 	if cfg.Logger == nil {
@@ -85,7 +91,10 @@ func openRunner(t testing.TB, dir string, cfg runlog.Config) *runlog.Runner {
 		err error
 	)
 	if os.Getenv(envTestStore) == "postgres" && !embeddedOnly[t.Name()] {
-		r, err = postgres.Open(context.Background(), pgtest.URL(t), cfg)
+		// One database per directory, so that a test that closes and
+		// reopens its directory reopens its database.
+		url, _ := pgDatabases.LoadOrStore(dir, sync.OnceValue(func() string { return pgtest.URL(t) }))
+		r, err = postgres.Open(context.Background(), url.(func() string)(), cfg)
 	} else {
 		r, err = runlog.Open(dir, cfg)
 	}
