@@ -16,14 +16,21 @@ import (
 // fullDiskSeg is the segment size of the full-disk tests.
 const fullDiskSeg = 256 << 10
 
-// openOnMem opens a runner whose journal lives in /data on m.
+// openOnMem opens a runner whose journal lives in /data on m, with a noop
+// handler.
 func openOnMem(t *testing.T, m *vfs.Mem) *runlog.Runner {
 	t.Helper()
-	r, err := runlog.OpenFS("/data", runlog.Config{
+	return openOnMemWith(t, m, runlog.Config{
 		Logger:      quietLogger(),
 		SegmentSize: fullDiskSeg,
 		Handlers:    map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, string) error { return nil })},
-	}, m)
+	})
+}
+
+// openOnMemWith opens a runner under cfg whose journal lives in /data on m.
+func openOnMemWith(t *testing.T, m *vfs.Mem, cfg runlog.Config) *runlog.Runner {
+	t.Helper()
+	r, err := runlog.OpenFS("/data", cfg, m)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -172,15 +179,7 @@ func TestFullDiskScheduleTicks(t *testing.T) {
 		Logger: quietLogger(), SegmentSize: fullDiskSeg, Clock: clock,
 		Handlers: map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, string) error { return nil })},
 	}
-	open := func() *runlog.Runner {
-		t.Helper()
-		r, err := runlog.OpenFS("/data", cfg, m)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		return r
-	}
-	r := open()
+	r := openOnMemWith(t, m, cfg)
 	ctx := context.Background()
 	created := clock.Now()
 	if _, err := r.CreateSchedule(ctx, runlog.ScheduleRequest{Name: "every", Every: time.Second, CatchUp: "all",
@@ -208,7 +207,7 @@ func TestFullDiskScheduleTicks(t *testing.T) {
 	_ = r.Close(ctx)
 
 	m.SetCapacity(0) // the operator frees space
-	r = open()
+	r = openOnMemWith(t, m, cfg)
 	defer r.Close(ctx)
 	for _, id := range acked {
 		if _, err := r.Job(ctx, id); err != nil {
@@ -246,15 +245,7 @@ func TestFullDiskDiscardAndEnable(t *testing.T) {
 			"gone": runlog.Handle(func(context.Context, string) error { return runlog.Gone(errors.New("410 Gone")) }),
 		},
 	}
-	open := func() *runlog.Runner {
-		t.Helper()
-		r, err := runlog.OpenFS("/data", cfg, m)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		return r
-	}
-	r := open()
+	r := openOnMemWith(t, m, cfg)
 	ctx := context.Background()
 	done, err := r.Enqueue(ctx, "noop", "x")
 	if err != nil {
@@ -300,7 +291,7 @@ func TestFullDiskDiscardAndEnable(t *testing.T) {
 	_ = r.Close(ctx)
 
 	m.SetCapacity(0) // the operator frees space
-	r = open()
+	r = openOnMemWith(t, m, cfg)
 	defer r.Close(ctx)
 	if j, err := r.Job(ctx, done); err != nil || j.State != runlog.StateSucceeded {
 		t.Fatalf("the job whose discard was refused: %+v, %v; want it kept, succeeded", j, err)
