@@ -94,9 +94,21 @@ func (s *Store) claimed(gen uint64, res claimResult) {
 	for i, c := range res.claims {
 		s.inflight[c.ID] = flight{attempt: c.Attempt, startedAt: res.at, target: c.Target, facts: res.facts[i]}
 	}
-	if (res.exhausted || res.more) && s.due.gen == gen {
+	switch {
+	case (res.exhausted || res.more) && s.due.gen == gen:
 		s.due.valid, s.due.at, s.due.has = true, res.next, res.hasNext
-	} else {
+	case res.more:
+		// Another claim overlapped this one, but a due row was left
+		// here at the limit: something is due. That answer can only be
+		// early (the row may be started by the other claim meanwhile),
+		// which costs one claim that finds less; never late, the lost
+		// wake-up that claimBegins guards against. Without it, a node
+		// with a backlog and two claims in flight (the usual case
+		// under load) asked the database for its next due time before
+		// every claim (issue 17's PostgreSQL W1 loss).
+		s.due.valid, s.due.at, s.due.has = true, res.next, true
+		s.due.gen++
+	default:
 		s.due.valid = false
 		s.due.gen++
 	}
