@@ -322,7 +322,7 @@ func endClaim(b *pgx.Batch, now int64, res *claimResult, brs map[string]*breaker
 	if res.exhausted && held {
 		res.next, res.hasNext = now, true
 	} else if res.exhausted {
-		b.Queue("SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND due > $1 AND NOT (queue = ANY("+pausedQueues+")) AND NOT (target = ANY("+disabledTargets+"))", now).QueryRow(func(row pgx.Row) error {
+		b.Queue(nextDueSQL, now).QueryRow(func(row pgx.Row) error {
 			var next *int64
 			if err := row.Scan(&next); err != nil {
 				return err
@@ -336,30 +336,65 @@ func endClaim(b *pgx.Batch, now int64, res *claimResult, brs map[string]*breaker
 	return nil
 }
 
-// dueSQL selects and locks the due pending jobs ($1 now) not in $2 (held
-// back) nor of a queue in $4 (held back) or paused, the first $3 in claim
-// order (higher priority first, then (due, id)) of each of the three
-// priority ranges (above 0, 0, below 0), skipping those another
-// transaction holds: up to 3 × $3 rows, which readDue puts in claim order
-// and cuts to $3. Jobs of priority 0 come from runlog_jobs_due as before
-// priorities existed, the others from runlog_jobs_priority, which holds
-// them alone; the ranges without jobs cost an empty index probe.
-const dueSQL = `WITH hi AS (SELECT ` + dueCols + ` FROM runlog_jobs WHERE ` + dueWhere + ` AND priority > 0
-		ORDER BY priority DESC, due, id LIMIT $3 FOR UPDATE SKIP LOCKED),
-	mid AS (SELECT ` + dueCols + ` FROM runlog_jobs WHERE ` + dueWhere + ` AND priority = 0
-		ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED),
-	lo AS (SELECT ` + dueCols + ` FROM runlog_jobs WHERE ` + dueWhere + ` AND priority < 0
-		ORDER BY priority DESC, due, id LIMIT $3 FOR UPDATE SKIP LOCKED)
-	SELECT * FROM hi UNION ALL SELECT * FROM mid UNION ALL SELECT * FROM lo`
+// liveQueues is a WITH RECURSIVE list (live) of the queues that have
+// pending jobs, less those in the array held and the paused ones: a skip
+// scan of runlog_jobs_queue_due, one index probe per queue, so that a held
+// queue costs one probe however many jobs it holds. Before, the claim
+// walked the due index past every due job of a paused queue, of a queue at
+// its concurrency and of a rate-limited one (300 000 jobs in a paused
+// queue: 279 ms a claim).
+//
+// Pending is written pendingBelow ("state < 1") so that the planner proves
+// it only for the indexes of version 13, never for runlog_jobs_due or
+// runlog_jobs_priority (their predicate is state = 0): with those, a
+// generic plan of the per-queue probe walked the whole due index with the
+// queue as a filter.
+func liveQueues(held string) string {
+	return `WITH RECURSIVE qs(q) AS (
+		(SELECT queue FROM runlog_jobs WHERE ` + pendingBelow + ` ORDER BY queue LIMIT 1)
+		UNION ALL
+		SELECT (SELECT queue FROM runlog_jobs WHERE ` + pendingBelow + ` AND queue > qs.q ORDER BY queue LIMIT 1) FROM qs WHERE qs.q IS NOT NULL),
+	live AS (SELECT q FROM qs WHERE q IS NOT NULL AND NOT (q = ANY(` + held + `)))`
+}
+
+// dueSQL selects and locks the due pending jobs ($1 now) not of a target
+// in $2 (held back) nor of a queue in $4 (held back) or paused, the first
+// $3 in claim order (higher priority first, then (due, id)) of each live
+// queue's three priority ranges (above 0, 0, below 0), skipping those
+// another transaction holds: up to 3 × $3 rows a queue, which readDue puts
+// in claim order and cuts to $3. Each probe is one index range: priority 0
+// from runlog_jobs_queue_due, the others from runlog_jobs_queue_priority,
+// which holds them alone; a range without jobs costs an empty probe.
+var dueSQL = liveQueues(`$4::text[] || `+pausedQueues) + `
+	SELECT j.* FROM live CROSS JOIN LATERAL (SELECT ` + dueCols + ` FROM runlog_jobs
+		WHERE ` + pendingBelow + ` AND queue = live.q AND priority > 0 AND ` + dueWhere + `
+		ORDER BY priority DESC, due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j
+	UNION ALL
+	SELECT j.* FROM live CROSS JOIN LATERAL (SELECT ` + dueCols + ` FROM runlog_jobs
+		WHERE ` + pendingBelow + ` AND queue = live.q AND priority = 0 AND ` + dueWhere + `
+		ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j
+	UNION ALL
+	SELECT j.* FROM live CROSS JOIN LATERAL (SELECT ` + dueCols + ` FROM runlog_jobs
+		WHERE ` + pendingBelow + ` AND queue = live.q AND priority < 0 AND ` + dueWhere + `
+		ORDER BY priority DESC, due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j`
 
 // dueCols are the columns of a due row (readDue).
 const dueCols = `id, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
 		due, first_due, fails, started, last_error, queue, priority, metadata`
 
-// dueWhere selects the due jobs of dueSQL.
-const dueWhere = `state = ` + pendingCode + ` AND due <= $1 AND NOT (target = ANY($2::text[]))
-		AND NOT (queue = ANY($4::text[] || ` + pausedQueues + `))
+// dueWhere selects the due jobs of a queue's probe in dueSQL: jobs of
+// disabled targets and of the targets held back ($2) are filtered, not
+// skipped by the index (see docs/postgres.md, "Claims").
+const dueWhere = `due <= $1 AND NOT (target = ANY($2::text[]))
 		AND NOT (target = ANY(` + disabledTargets + `))`
+
+// nextDueSQL is the next due time of a job that may start: the earliest
+// due pending job of a queue that is not paused, not of a disabled target,
+// due after $1 (0 for any): one probe of runlog_jobs_queue_due per queue.
+var nextDueSQL = liveQueues(pausedQueues) + `
+	SELECT min(d.due) FROM live CROSS JOIN LATERAL (SELECT due FROM runlog_jobs
+		WHERE ` + pendingBelow + ` AND queue = live.q AND due > $1 AND NOT (target = ANY(` + disabledTargets + `))
+		ORDER BY due LIMIT 1) d`
 
 // claimWant is how many due rows round (0 for the first) of a claim
 // selects to start up to n attempts: one more than n at least, so that a

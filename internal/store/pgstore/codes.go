@@ -15,6 +15,13 @@ const (
 	cancelledCode = "4" // state.Cancelled
 )
 
+// pendingBelow is "pending" written as "state < 1" (pending is the only
+// code below running's), the predicate of the indexes of version 13
+// (runlog_jobs_queue_due, runlog_jobs_queue_priority). A query that says
+// it can use them and not runlog_jobs_due or runlog_jobs_priority, whose
+// predicate is state = 0 (see liveQueues).
+const pendingBelow = "state < " + runningCode
+
 // closedCode is the code of runlog_breakers.state for a closed breaker
 // (retry.Closed); open is 1 and half-open 2, the values of
 // retry.BreakerState, written as int16(state).

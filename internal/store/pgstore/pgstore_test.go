@@ -2,11 +2,13 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -797,8 +799,85 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 	t.Logf("plan without the claim's setting:\n%s", plan(&naive))
 	var claim pgx.Batch
 	claim.Queue(noSort) // as queueDueRound sends it
-	if p := plan(&claim); strings.Contains(p, "Sort") || !strings.Contains(p, "runlog_jobs_due") {
-		t.Fatalf("the claim would sort the due jobs:\n%s", p)
+	if p := plan(&claim); strings.Contains(p, "Sort") || !strings.Contains(p, "runlog_jobs_queue_due") {
+		t.Fatalf("the claim would sort the due jobs, or not walk its queue's range of runlog_jobs_queue_due:\n%s", p)
+	}
+}
+
+// TestClaimSkipsHeldQueues: 20 000 due jobs in a paused queue and 20 000 in
+// a queue the claim holds back ($4, as a queue at its concurrency is) cost
+// the claim's statement one index probe each, not a walk past their jobs:
+// the generic plan (the one a pooled connection runs after five claims)
+// touches a few dozen buffers where a walk touches thousands, and the
+// claim starts the default queue's jobs behind them.
+func TestClaimSkipsHeldQueues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t, Options{})
+	if _, err := s.pool.Exec(ctx, `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at, queue)
+		SELECT g, 0, 'k', '', '\x7b7d', 3, 10, 100, 0, 0, g, g, g, CASE WHEN g % 2 = 0 THEN 'paused' ELSE 'full' END FROM generate_series(1, 40000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
+		SELECT g, 0, 'k', '', '\x7b7d', 3, 10, 100, 0, 0, g, g, g FROM generate_series(40001, 40005) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, "ANALYZE runlog_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	if _, err := s.SetQueue(ctx, 1, "paused", nil, &paused, nil); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range []string{"PREPARE claimdue(bigint, text[], int, text[]) AS " + dueSQL, "SET plan_cache_mode = force_generic_plan", "BEGIN", noSort} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer conn.Exec(ctx, "ROLLBACK")
+	var out []byte
+	if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claimdue(100000, '{}', 129, '{full}')").Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	var plans []struct {
+		Plan struct {
+			Rows int `json:"Actual Rows"`
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN's JSON: %v\n%s", err, out)
+	}
+	p := plans[0].Plan
+	if p.Rows != 5 || p.Hit+p.Read > 200 {
+		t.Fatalf("the claim's statement read %d rows through %d buffers; want the default queue's 5 through a few dozen:\n%s", p.Rows, p.Hit+p.Read, out)
+	}
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	// The whole claim: "full" bounded to one attempt, so that after its
+	// first job the claim holds it back and reads on in the default queue.
+	one := 1
+	if _, err := s.SetQueue(ctx, 2, "full", &one, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, 100000, store.Limits{Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, c := range got {
+		ids = append(ids, c.ID)
+	}
+	slices.Sort(ids)
+	if want := []uint64{1, 40001, 40002, 40003, 40004, 40005}; !slices.Equal(ids, want) {
+		t.Fatalf("claimed %v, want %v", ids, want)
 	}
 }
 

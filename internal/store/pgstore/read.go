@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ func (s *Store) NextDue() (int64, bool) {
 	ctx, cancel := context.WithTimeout(s.ctx, nextDueTimeout)
 	defer cancel()
 	var due *int64
-	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND NOT (queue = ANY("+pausedQueues+")) AND NOT (target = ANY("+disabledTargets+"))").Scan(&due); err != nil {
+	if err := s.pool.QueryRow(ctx, nextDueSQL, int64(math.MinInt64)).Scan(&due); err != nil {
 		if s.ctx.Err() == nil {
 			s.log.Warn("pgstore: reading the next due time failed; looking again at the next poll", "err", err)
 		}
