@@ -257,7 +257,7 @@ func (s *State) expire(op *Op) {
 	for _, e := range s.done {
 		switch j := e.j; {
 		case !e.live():
-		case j.Part <= op.At:
+		case j.Part() <= op.At:
 			j.inDone = false
 			s.remove(j)
 		default:
@@ -270,7 +270,7 @@ func (s *State) expire(op *Op) {
 	for _, j := range s.lingering {
 		switch {
 		case !j.State.Finished() || j.inDone || j.openAttempt(j.Started) == nil || s.job(j.ID) != j:
-		case j.Part <= op.At:
+		case j.Part() <= op.At:
 			s.remove(j)
 		default:
 			lk = append(lk, j)
@@ -282,7 +282,7 @@ func (s *State) expire(op *Op) {
 
 // gone reports whether finished job j belongs to a partition that was
 // dropped: it is no longer counted, and is not shown.
-func (s *State) gone(j *Job) bool { return j.State.Finished() && j.Part <= s.horizon }
+func (s *State) gone(j *Job) bool { return j.State.Finished() && j.Part() <= s.horizon }
 
 // remove takes j out of the jobs and the key index. It does not recount.
 func (s *State) remove(j *Job) {
@@ -320,10 +320,10 @@ func (s *State) compact() {
 func (s *State) finished(j *Job) {
 	// A job that finishes into a partition already dropped (its clock is
 	// behind the last expire's) waits for the next expire.
-	j.Part = max(PartOf(s.retention, j.Spec.Kind, j.State, j.FinishedAt), s.horizon+1)
-	c := s.parts[j.Part]
+	j.run().Part = max(PartOf(s.retention, j.Spec.Kind, j.State, j.FinishedAt()), s.horizon+1)
+	c := s.parts[j.Part()]
 	c.add(j.State, 1)
-	s.parts[j.Part] = c
+	s.parts[j.Part()] = c
 	s.archivable(j)
 }
 
@@ -597,17 +597,20 @@ func (s *State) retryJob(op *Op) {
 		sp.Payload = img.Spec.Payload
 		j.Spec, j.Spilled = s.ownSpec(&sp), false
 	}
-	c := s.parts[j.Part]
+	c := s.parts[j.Part()]
 	c.add(j.State, -1)
 	if c == (Counts{}) {
-		delete(s.parts, j.Part)
+		delete(s.parts, j.Part())
 	} else {
-		s.parts[j.Part] = c
+		s.parts[j.Part()] = c
 	}
 	j.inDone = false
 	s.setState(j, Pending)
-	j.Due, j.FirstDue, j.Fails, j.Part = op.Due, op.Due, 0, 0
-	j.FinishedAt, j.Reason, j.LastError = 0, "", ""
+	j.Due, j.FirstDue = op.Due, op.Due
+	if r := j.Run; r != nil {
+		r.Fails, r.Part, r.FinishedAt, r.Reason, r.LastError = 0, 0, 0, "", ""
+		j.tidy()
+	}
 	s.pushPending(j)
 	s.retried = true
 }
@@ -620,7 +623,7 @@ func (s *State) revive(op *Op) *Job {
 	if img == nil || img.ID != op.ID || img.Spec == nil || !img.State.Finished() || img.ID >= s.nextID {
 		return nil
 	}
-	if _, ok := s.parts[img.Part]; !ok || img.Part <= s.horizon {
+	if _, ok := s.parts[img.Part()]; !ok || img.Part() <= s.horizon {
 		return nil // expired (or never finished here)
 	}
 	i, found := s.search(img.ID)
@@ -628,9 +631,8 @@ func (s *State) revive(op *Op) *Job {
 		return nil
 	}
 	j := new(Job)
-	*j = *img
+	*j = img.Clone()
 	j.Spec, j.index, j.held, j.inDone, j.Spilled = s.ownSpec(img.Spec), -1, false, false, false
-	j.Attempts = slices.Clone(img.Attempts)
 	s.insert(i, j)
 	if k := j.Spec.Key; k != "" {
 		s.keys[k] = j.ID
@@ -640,7 +642,8 @@ func (s *State) revive(op *Op) *Job {
 
 func (s *State) finish(j *Job, st JobState, at int64, reason string) {
 	s.setState(j, st)
-	j.FinishedAt, j.Reason = at, reason
+	r := j.run()
+	r.FinishedAt, r.Reason = at, reason
 }
 
 func (s *State) setState(j *Job, st JobState) {

@@ -603,10 +603,9 @@ func (s *Store) readableLocked() error {
 
 // copyJob copies a job out of the state so that it can be read without the lock.
 func copyJob(j *state.Job) state.Job {
-	c := *j
+	c := j.Clone()
 	sp := *j.Spec // the state may drop a spilled payload in place
 	c.Spec = &sp
-	c.Attempts = append([]state.Attempt(nil), j.Attempts...)
 	return c
 }
 

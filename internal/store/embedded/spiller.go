@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,9 +338,7 @@ func (sp *spiller) round() (bool, error) {
 		if seq > durable || len(jobs) == spillBatch {
 			return false
 		}
-		c := *j
-		c.Attempts = slices.Clone(j.Attempts)
-		jobs = append(jobs, spillJob{job: c, token: token})
+		jobs = append(jobs, spillJob{job: j.Clone(), token: token})
 		return true
 	})
 	npl := 0
