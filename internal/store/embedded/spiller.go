@@ -57,6 +57,14 @@ func cachedCost(p []byte) int64 {
 // specBytes is the size of a Spec.
 const specBytes = int64(unsafe.Sizeof(state.Spec{}))
 
+// spillAhead is how far ahead of its enqueue a job may be due and still
+// keep its payload in memory (within the cache's budget): the cache is for
+// the jobs about to run. The payload of a job due later (a delayed job, a
+// backlog scheduled for when a partner is back) goes to the table at once,
+// so that its job can share its Spec with others (state's compact.go) and
+// a backlog costs memory by its count, not by its bytes.
+const spillAhead = int64(10 * time.Second / time.Millisecond)
+
 // payloadSpill asks for the payload of pending job id, enqueued by record
 // seq, to move to the table.
 type payloadSpill struct{ seq, id uint64 }
@@ -175,7 +183,7 @@ func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 	case state.OpEnqueue:
 		if n := cachedCost(op.Spec.Payload); n > 0 {
 			sp.resident += n
-			if sp.budget >= 0 && sp.resident > sp.budget {
+			if sp.budget >= 0 && (sp.resident > sp.budget || op.Due-op.At > spillAhead) {
 				sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: op.ID})
 				urgent = true
 			}
