@@ -366,7 +366,13 @@ func DecodeJob(b []byte) (*Job, error) {
 // jobs when it can be); without, they are the job's own. It checks the
 // fields' ranges, not the job's place among others.
 func (d *decoder) job(v byte, s *State) *Job {
-	j := &Job{index: -1}
+	var j *Job
+	if s != nil {
+		j = d.newJob()
+	} else {
+		j = new(Job)
+	}
+	j.index = -1
 	j.ID = d.uvarint("id")
 	st := JobState(d.byte("state"))
 	var r Run
@@ -555,6 +561,7 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 	if d.err == nil {
 		s.jobs = make([]*Job, 0, n)
 		s.ids = make([]uint64, 0, n)
+		d.jobsLeft = n
 	}
 	for i := uint64(0); d.err == nil && i < n; i++ {
 		j := d.job(v, s)
@@ -579,7 +586,7 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 		switch st := j.State; st {
 		case Pending:
 			s.count(sp, st, 1)
-			s.pushPending(j)
+			s.addPending(j, d.jobsLeft)
 		case Running:
 			s.count(sp, st, 1)
 			j.index = int32(len(s.running))
@@ -600,6 +607,7 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 		}
 	}
 	if d.err == nil {
+		s.orderPending()
 		s.indexAll()
 	}
 	nb := d.uvarint("breakers")

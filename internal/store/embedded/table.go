@@ -133,7 +133,7 @@ func tableOptions(fsys pebblevfs.FS, logf func(string, ...any), readOnly bool) (
 		FS:           fsys,
 		Cache:        cache,
 		DisableWAL:   true,
-		MemTableSize: 32 << 20,
+		MemTableSize: 8 << 20,
 		ReadOnly:     readOnly,
 		Logger:       pebbleLogger{logf},
 	}
