@@ -138,13 +138,13 @@ func (s *State) Check() error {
 	var recount Counts
 	keyed, held := 0, 0
 	inParts := make(map[int64]Counts)
-	if len(s.ids) != len(s.jobs) {
-		return fmt.Errorf("%d ids for %d job slots", len(s.ids), len(s.jobs))
+	if s.ids != nil && len(s.ids) != len(s.jobs) || s.ids == nil && s.holes != 0 {
+		return fmt.Errorf("%d ids for %d job slots, %d holes", len(s.ids), len(s.jobs), s.holes)
 	}
 	holes := 0
 	for i, j := range s.jobs {
-		id := s.ids[i]
-		if id == 0 || id >= s.nextID || (i > 0 && s.ids[i-1] >= id) {
+		id := s.idAt(i)
+		if id == 0 || id >= s.nextID || (i > 0 && s.idAt(i-1) >= id) {
 			return fmt.Errorf("job %d out of order (index %d, next id %d)", id, i, s.nextID)
 		}
 		if j == nil {

@@ -560,7 +560,6 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 	}
 	if d.err == nil {
 		s.jobs = make([]*Job, 0, n)
-		s.ids = make([]uint64, 0, n)
 		d.jobsLeft = n
 	}
 	for i := uint64(0); d.err == nil && i < n; i++ {
@@ -570,7 +569,7 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 		}
 		sp := j.Spec
 		switch {
-		case j.ID >= s.nextID || (len(s.ids) > 0 && s.ids[len(s.ids)-1] >= j.ID):
+		case j.ID >= s.nextID || (len(s.jobs) > 0 && s.jobs[len(s.jobs)-1].ID >= j.ID):
 			d.failAt("job id %d out of order or not below next id %d", j.ID, s.nextID)
 		case sp.Key != "" && s.keys[sp.Key] != 0:
 			d.failAt("job %d: key %q held twice", j.ID, sp.Key)
@@ -579,7 +578,6 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 			break
 		}
 		s.jobs = append(s.jobs, j)
-		s.ids = append(s.ids, j.ID)
 		if sp.Key != "" {
 			s.keys[sp.Key] = j.ID
 		}

@@ -78,9 +78,12 @@ func (c *Counts) add(s JobState, d int) {
 // replay places every job where the live state did.
 type State struct {
 	cfg        Config
-	jobs       []*Job   // ascending by ID; nil where a job was evicted or dropped
-	ids        []uint64 // the ids of jobs, kept where jobs has a nil
-	holes      int      // how many nils jobs holds
+	jobs       []*Job // ascending by ID; nil where a job was evicted or dropped
+	// ids are the ids of jobs, kept where jobs has a nil, while it has
+	// one: nil while holes is 0 (a backlog of a million pending jobs does
+	// not pay for a second million-entry slice; see idAt).
+	ids   []uint64
+	holes int // how many nils jobs holds
 	q          queueSet // the queues, with the pending jobs (queues.go)
 	held       []*Job
 	running    []*Job // unordered; a running job's index is its position
@@ -293,6 +296,12 @@ func (s *State) remove(j *Job) {
 	if !ok || s.jobs[i] != j {
 		return
 	}
+	if s.ids == nil {
+		s.ids = make([]uint64, len(s.jobs), cap(s.jobs))
+		for k, j := range s.jobs {
+			s.ids[k] = j.ID
+		}
+	}
 	s.jobs[i] = nil
 	s.holes++
 	s.removed(j)
@@ -311,7 +320,7 @@ func (s *State) compact() {
 		}
 	}
 	clear(s.jobs[k:])
-	s.jobs, s.ids = s.jobs[:k], s.ids[:k]
+	s.jobs, s.ids = s.jobs[:k], nil
 	s.holes = 0
 }
 
@@ -490,10 +499,14 @@ func (s *State) insert(i int, j *Job) {
 		s.holes--
 	case i == len(s.jobs):
 		s.jobs = append(s.jobs, j)
-		s.ids = append(s.ids, j.ID)
+		if s.ids != nil {
+			s.ids = append(s.ids, j.ID)
+		}
 	default:
 		s.jobs = slices.Insert(s.jobs, i, j)
-		s.ids = slices.Insert(s.ids, i, j.ID)
+		if s.ids != nil {
+			s.ids = slices.Insert(s.ids, i, j.ID)
+		}
 	}
 	s.added(j)
 }
@@ -684,21 +697,29 @@ func (s *State) setBreaker(target string, br retry.Breaker) {
 // search returns where id is or would be in s.jobs, and whether a job the
 // state holds has it.
 func (s *State) search(id uint64) (int, bool) {
-	n := len(s.ids)
-	if n == 0 || s.ids[n-1] < id {
+	n := len(s.jobs)
+	if n == 0 || s.idAt(n-1) < id {
 		return n, false
 	}
-	i := sort.Search(n, func(i int) bool { return s.ids[i] >= id })
-	return i, i < n && s.ids[i] == id && s.jobs[i] != nil
+	i := sort.Search(n, func(i int) bool { return s.idAt(i) >= id })
+	return i, i < n && s.idAt(i) == id && s.jobs[i] != nil
+}
+
+// idAt returns the id of jobs[i] (a job's or a hole's).
+func (s *State) idAt(i int) uint64 {
+	if s.ids != nil {
+		return s.ids[i]
+	}
+	return s.jobs[i].ID
 }
 
 // job returns the job with id, or nil. Ids are dense when the engine uses
 // NextID, so the direct index hits; otherwise it binary-searches.
 func (s *State) job(id uint64) *Job {
-	if len(s.ids) == 0 {
+	if len(s.jobs) == 0 {
 		return nil
 	}
-	if k := id - s.ids[0]; k < uint64(len(s.ids)) && s.ids[k] == id {
+	if k := id - s.idAt(0); k < uint64(len(s.jobs)) && s.idAt(int(k)) == id {
 		return s.jobs[k]
 	}
 	if i, ok := s.search(id); ok {
@@ -870,7 +891,7 @@ func (s *State) Scan(afterID uint64, desc bool, fn func(*Job) bool) {
 	}
 	i := 0
 	if afterID != 0 {
-		i = sort.Search(len(s.ids), func(i int) bool { return s.ids[i] > afterID })
+		i = sort.Search(len(s.jobs), func(i int) bool { return s.idAt(i) > afterID })
 	}
 	for ; i < len(s.jobs); i++ {
 		if j := s.jobs[i]; j != nil && !s.gone(j) && !fn(j) {

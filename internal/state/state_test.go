@@ -583,11 +583,12 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 		mutate func(s *State)
 		want   string
 	}{
-		{"order", func(s *State) {
-			s.ids[0], s.ids[1] = s.ids[1], s.ids[0]
+		{"order", func(s *State) { s.jobs[0], s.jobs[1] = s.jobs[1], s.jobs[0] }, "out of order"},
+		{"slot", func(s *State) {
+			s.ids = []uint64{s.jobs[0].ID, s.jobs[1].ID}
 			s.jobs[0], s.jobs[1] = s.jobs[1], s.jobs[0]
-		}, "out of order"},
-		{"slot", func(s *State) { s.jobs[0], s.jobs[1] = s.jobs[1], s.jobs[0] }, "in the slot of id"},
+		}, "in the slot of id"},
+		{"ids without holes", func(s *State) { s.ids = nil; s.holes = 1 }, "holes"},
 		{"id past next", func(s *State) { s.nextID = 2 }, "out of order"},
 		{"spec", func(s *State) { s.jobs[0].Spec = nil }, "no spec"},
 		{"heap index", func(s *State) { s.jobs[0].index = 5 }, "index 5 is wrong"},
