@@ -89,7 +89,12 @@ type Options struct {
 }
 
 // DefaultPayloadCacheBytes is the default of Options.PayloadCacheBytes.
-const DefaultPayloadCacheBytes = 64 << 20
+// The cache is for the jobs about to run (a job due later has its payload
+// in the table from its enqueue: spillAhead); a backlog beyond it costs a
+// read of the table per start, and its payloads in transit to the table
+// (at most twice this: throttle) count twice in the peak RSS, as the
+// collector lets the heap grow to twice what it holds.
+const DefaultPayloadCacheBytes = 16 << 20
 
 // Store is the embedded store. It implements store.Store.
 type Store struct {

@@ -108,8 +108,13 @@ type spiller struct {
 	once sync.Once
 }
 
-// spillBatch is how many finished jobs one round copies at most.
-const spillBatch = 4096
+// spillBatch is how many finished jobs one round copies at most, and
+// spillBatchBytes about how many payload bytes it writes at most: a batch
+// is in memory whole, twice over while the table takes it.
+const (
+	spillBatch      = 4096
+	spillBatchBytes = 4 << 20
+)
 
 // The spiller copies finished jobs out when the store is quiet, so that
 // a burst of short jobs is not slowed by table writes in its midst (on a
@@ -349,14 +354,15 @@ func (sp *spiller) round() (bool, error) {
 		jobs = append(jobs, spillJob{job: j.Clone(), token: token})
 		return true
 	})
-	npl := 0
+	npl, nb := 0, 0
 	var pays [][]byte
-	for npl < len(sp.payloads) && sp.payloads[npl].seq <= durable && npl < spillBatch {
+	for npl < len(sp.payloads) && sp.payloads[npl].seq <= durable && npl < spillBatch && nb < spillBatchBytes {
 		var p []byte
 		if j, ok := s.st.Job(sp.payloads[npl].id); ok && !j.State.Finished() && !j.Spilled {
 			p = j.Spec.Payload
 		}
 		pays = append(pays, p)
+		nb += len(p)
 		npl++
 	}
 	pls := sp.payloads[:npl:npl]
@@ -425,7 +431,7 @@ func (sp *spiller) round() (bool, error) {
 	}
 	sp.payloads = sp.payloads[npl:]
 	sp.cond.Broadcast()
-	more := len(jobs) == spillBatch || npl == spillBatch
+	more := len(jobs) == spillBatch || npl == spillBatch || nb >= spillBatchBytes
 	s.mu.Unlock()
 	return more, nil
 }
