@@ -77,13 +77,13 @@ func (c *Counts) add(s JobState, d int) {
 // the last OpExpire carried (Config.Retention before the first), so that
 // replay places every job where the live state did.
 type State struct {
-	cfg        Config
-	jobs       []*Job // ascending by ID; nil where a job was evicted or dropped
+	cfg  Config
+	jobs []*Job // ascending by ID; nil where a job was evicted or dropped
 	// ids are the ids of jobs, kept where jobs has a nil, while it has
 	// one: nil while holes is 0 (a backlog of a million pending jobs does
 	// not pay for a second million-entry slice; see idAt).
-	ids   []uint64
-	holes int // how many nils jobs holds
+	ids        []uint64
+	holes      int      // how many nils jobs holds
 	q          queueSet // the queues, with the pending jobs (queues.go)
 	held       []*Job
 	running    []*Job // unordered; a running job's index is its position
