@@ -91,8 +91,8 @@ type Options struct {
 // DefaultPayloadCacheBytes is the default of Options.PayloadCacheBytes.
 // The cache is for the jobs about to run (a job due later has its payload
 // in the table from its enqueue: spillAhead); a backlog beyond it costs a
-// read of the table per start, and its payloads in transit to the table
-// (at most twice this: throttle) count twice in the peak RSS, as the
+// read of the table per start. The payloads in memory, those in transit
+// to the table included (throttle), count twice in the peak RSS, as the
 // collector lets the heap grow to twice what it holds.
 const DefaultPayloadCacheBytes = 16 << 20
 
@@ -409,7 +409,16 @@ func (s *Store) journalLocked(ops []state.Op) func() error {
 	if len(ops) == 0 {
 		return func() error { return nil }
 	}
-	var buf []byte
+	// One buffer of about the records' size: grown by appends, a batch of
+	// large payloads would leave garbage of twice its size behind.
+	size := 0
+	for i := range ops {
+		size += 128
+		if sp := ops[i].Spec; sp != nil {
+			size += len(sp.Payload) + len(sp.Key)
+		}
+	}
+	buf := make([]byte, 0, size)
 	ends := make([]int, len(ops))
 	for i := range ops {
 		buf = state.Encode(buf, &ops[i])

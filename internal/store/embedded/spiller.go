@@ -148,8 +148,8 @@ func newSpiller(s *Store, budget int64, fx []effect) *spiller {
 const maxDone = 256 << 10
 
 // throttle holds an enqueuer while memory holds more than the spiller
-// keeps up with: payloads over twice the cache, or more than maxDone
-// finished jobs not yet copied out. Producers then go at the table's pace,
+// keeps up with: payloads over the cache with spills queued, or more than
+// maxDone finished jobs not yet copied out. Producers then go at the table's pace,
 // and memory stays bounded by the configuration, not by the backlog.
 func (sp *spiller) throttle() {
 	s := sp.s
@@ -158,7 +158,7 @@ func (sp *spiller) throttle() {
 	// Only for what the spiller can relieve: queued payload spills, or
 	// finished jobs to copy out (payloads of jobs enqueued under the
 	// budget stay until their jobs finish).
-	for s.failed == nil && !sp.stopped && (sp.budget >= 0 && sp.resident > 2*sp.budget && len(sp.payloads) > 0 || s.st.DoneLen() > maxDone) {
+	for s.failed == nil && !sp.stopped && (sp.budget >= 0 && sp.resident > sp.budget && len(sp.payloads) > 0 || s.st.DoneLen() > maxDone) {
 		sp.hurryLocked()
 		sp.cond.Wait()
 	}
