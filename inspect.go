@@ -98,10 +98,10 @@ func publicJob(j *state.Job) Job {
 		Payload:     j.Spec.Payload,
 		Attempts:    int(j.Started),
 		MaxAttempts: j.Spec.Policy.Attempts,
-		LastError:   j.LastError,
-		Reason:      j.Reason,
+		LastError:   j.LastError(),
+		Reason:      j.Reason(),
 		EnqueuedAt:  msTime(j.EnqueuedAt),
-		FinishedAt:  msTime(j.FinishedAt),
+		FinishedAt:  msTime(j.FinishedAt()),
 		Timeout:     time.Duration(j.Spec.TimeoutMS) * time.Millisecond,
 		Retry:       fromPolicy(j.Spec.Policy),
 		Metadata:    metadataMap(j.Spec.Metadata),
@@ -114,7 +114,7 @@ func publicJob(j *state.Job) Job {
 	if j.State == state.Pending {
 		out.DueAt = msTime(j.Due)
 	}
-	for _, a := range j.Attempts {
+	for _, a := range j.Attempts() {
 		pa := Attempt{N: int(a.N), StartedAt: msTime(a.StartedAt), Error: a.Error, Output: string(a.Output)}
 		if a.Ended {
 			pa.EndedAt = msTime(a.EndedAt)

@@ -114,7 +114,7 @@ func (r *Runner) finished(batch []ended) {
 				continue
 			}
 			if j, err := r.st.Job(r.base, e.ID); err == nil && j.State == state.Failed && j.Started == e.Attempt {
-				ev.State, ev.Reason, typ = StateFailed, j.Reason, EventFailed
+				ev.State, ev.Reason, typ = StateFailed, j.Reason(), EventFailed
 			}
 		}
 		if ev.State == StateFailed && logDeath {

@@ -93,22 +93,24 @@ func jobDiff(a, b *Job) string {
 		return fmt.Sprintf("id %d vs %d", a.ID, b.ID)
 	case a.State != b.State:
 		return fmt.Sprintf("state %v vs %v", a.State, b.State)
-	case a.Due != b.Due || a.FirstDue != b.FirstDue || a.EnqueuedAt != b.EnqueuedAt || a.FinishedAt != b.FinishedAt:
+	case a.Due != b.Due || a.FirstDue != b.FirstDue || a.EnqueuedAt != b.EnqueuedAt || a.FinishedAt() != b.FinishedAt():
 		return fmt.Sprintf("times (due %d, first %d, enqueued %d, finished %d) vs (%d, %d, %d, %d)",
-			a.Due, a.FirstDue, a.EnqueuedAt, a.FinishedAt, b.Due, b.FirstDue, b.EnqueuedAt, b.FinishedAt)
-	case a.Part != b.Part:
-		return fmt.Sprintf("partition %d vs %d", a.Part, b.Part)
-	case a.Fails != b.Fails || a.Started != b.Started:
-		return fmt.Sprintf("fails/started %d/%d vs %d/%d", a.Fails, a.Started, b.Fails, b.Started)
-	case a.LastError != b.LastError || a.Reason != b.Reason:
-		return fmt.Sprintf("last error/reason %q/%q vs %q/%q", a.LastError, a.Reason, b.LastError, b.Reason)
+			a.Due, a.FirstDue, a.EnqueuedAt, a.FinishedAt(), b.Due, b.FirstDue, b.EnqueuedAt, b.FinishedAt())
+	case (a.Run == nil) != (b.Run == nil):
+		return fmt.Sprintf("run %+v vs %+v", a.Run, b.Run)
+	case a.Part() != b.Part():
+		return fmt.Sprintf("partition %d vs %d", a.Part(), b.Part())
+	case a.Fails() != b.Fails() || a.Started != b.Started:
+		return fmt.Sprintf("fails/started %d/%d vs %d/%d", a.Fails(), a.Started, b.Fails(), b.Started)
+	case a.LastError() != b.LastError() || a.Reason() != b.Reason():
+		return fmt.Sprintf("last error/reason %q/%q vs %q/%q", a.LastError(), a.Reason(), b.LastError(), b.Reason())
 	case !specEqual(a.Spec, b.Spec):
 		return fmt.Sprintf("spec %+v vs %+v", a.Spec, b.Spec)
-	case len(a.Attempts) != len(b.Attempts):
-		return fmt.Sprintf("%d attempts vs %d", len(a.Attempts), len(b.Attempts))
+	case len(a.Attempts()) != len(b.Attempts()):
+		return fmt.Sprintf("%d attempts vs %d", len(a.Attempts()), len(b.Attempts()))
 	}
-	for i := range a.Attempts {
-		x, y := a.Attempts[i], b.Attempts[i]
+	for i := range a.Attempts() {
+		x, y := a.Attempts()[i], b.Attempts()[i]
 		if x.N != y.N || x.StartedAt != y.StartedAt || x.EndedAt != y.EndedAt || x.Class != y.Class ||
 			x.Ended != y.Ended || x.Error != y.Error || !bytes.Equal(x.Output, y.Output) {
 			return fmt.Sprintf("attempt %d: %+v vs %+v", x.N, x, y)
@@ -136,13 +138,13 @@ func (s *State) Check() error {
 	var recount Counts
 	keyed, held := 0, 0
 	inParts := make(map[int64]Counts)
-	if len(s.ids) != len(s.jobs) {
-		return fmt.Errorf("%d ids for %d job slots", len(s.ids), len(s.jobs))
+	if s.ids != nil && len(s.ids) != len(s.jobs) || s.ids == nil && s.holes != 0 {
+		return fmt.Errorf("%d ids for %d job slots, %d holes", len(s.ids), len(s.jobs), s.holes)
 	}
 	holes := 0
 	for i, j := range s.jobs {
-		id := s.ids[i]
-		if id == 0 || id >= s.nextID || (i > 0 && s.ids[i-1] >= id) {
+		id := s.idAt(i)
+		if id == 0 || id >= s.nextID || (i > 0 && s.idAt(i-1) >= id) {
 			return fmt.Errorf("job %d out of order (index %d, next id %d)", id, i, s.nextID)
 		}
 		if j == nil {
@@ -155,17 +157,20 @@ func (s *State) Check() error {
 		if j.Spec == nil {
 			return fmt.Errorf("job %d has no spec", j.ID)
 		}
+		if j.Run != nil && j.Run.zero() {
+			return fmt.Errorf("job %d holds an empty Run (a job that holds nothing of one keeps none)", j.ID)
+		}
 		if j.State.Finished() {
 			if s.gone(j) {
-				return fmt.Errorf("job %d is held in partition %d, dropped at %d", j.ID, j.Part, s.horizon)
+				return fmt.Errorf("job %d is held in partition %d, dropped at %d", j.ID, j.Part(), s.horizon)
 			}
-			c := inParts[j.Part]
+			c := inParts[j.Part()]
 			c.add(j.State, 1)
-			inParts[j.Part] = c
+			inParts[j.Part()] = c
 		} else {
 			recount.add(j.State, 1)
-			if j.Part != 0 {
-				return fmt.Errorf("job %d is %v in partition %d", j.ID, j.State, j.Part)
+			if j.Part() != 0 {
+				return fmt.Errorf("job %d is %v in partition %d", j.ID, j.State, j.Part())
 			}
 		}
 		if j.held {
@@ -269,11 +274,11 @@ func (s *State) checkIndex(j *Job) error {
 }
 
 func checkAttempts(j *Job) error {
-	if len(j.Attempts) > MaxAttemptHistory {
-		return fmt.Errorf("job %d keeps %d attempts, limit %d", j.ID, len(j.Attempts), MaxAttemptHistory)
+	if len(j.Attempts()) > MaxAttemptHistory {
+		return fmt.Errorf("job %d keeps %d attempts, limit %d", j.ID, len(j.Attempts()), MaxAttemptHistory)
 	}
-	for i, a := range j.Attempts {
-		if a.N == 0 || a.N > j.Started || (i > 0 && j.Attempts[i-1].N >= a.N) {
+	for i, a := range j.Attempts() {
+		if a.N == 0 || a.N > j.Started || (i > 0 && j.Attempts()[i-1].N >= a.N) {
 			return fmt.Errorf("job %d: attempt %d out of order (started %d)", j.ID, a.N, j.Started)
 		}
 	}
@@ -282,8 +287,8 @@ func checkAttempts(j *Job) error {
 			return fmt.Errorf("job %d is running but attempt %d is not open", j.ID, j.Started)
 		}
 	}
-	if j.Fails < 0 {
-		return fmt.Errorf("job %d has %d fails", j.ID, j.Fails)
+	if j.Fails() < 0 {
+		return fmt.Errorf("job %d has %d fails", j.ID, j.Fails())
 	}
 	return nil
 }

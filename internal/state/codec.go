@@ -296,6 +296,27 @@ type decoder struct {
 	r    io.Reader
 	base int
 	size int
+
+	// chunk is where a snapshot's decode takes its jobs from (newJob);
+	// jobsLeft is how many more jobs the snapshot says it holds.
+	chunk    []Job
+	jobsLeft uint64
+}
+
+// jobChunk is how many jobs a snapshot's decode allocates at once: one
+// allocation per jobChunk jobs, not one per job. A chunk stays while any
+// of its jobs does, which bounds what it can keep by the snapshot's size.
+const jobChunk = 4096
+
+// newJob returns a zero Job from the decoder's chunk.
+func (d *decoder) newJob() *Job {
+	if len(d.chunk) == 0 {
+		d.chunk = make([]Job, min(jobChunk, max(d.jobsLeft, 1)))
+	}
+	d.jobsLeft = max(d.jobsLeft, 1) - 1
+	j := &d.chunk[0]
+	d.chunk = d.chunk[1:]
+	return j
 }
 
 // left returns how many bytes of the input follow off.

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unsafe"
@@ -16,8 +17,17 @@ import (
 // leaves the old Spec as it was, for a reader that still holds it; a
 // snapshot's decode shares as enqueue does.
 func TestSpecsShared(t *testing.T) {
-	s := New(Config{Circuit: retry.DefaultCircuit()})
 	pol := retry.DefaultPolicy()
+	// The jobs of another priority are in a state of their own: in the
+	// same one their shared Spec could take the slot of the first's in the
+	// bounded table (compact.go), and the pointers below differ by chance.
+	other := New(Config{Circuit: retry.DefaultCircuit()})
+	other.Apply(&Op{Kind: OpEnqueue, ID: 1, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}})
+	other.Apply(&Op{Kind: OpEnqueue, ID: 2, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol, Priority: 2}})
+	if c0, _ := other.Job(1); c0.Spec == other.jobs[1].Spec {
+		t.Error("a job of another priority shares the Spec of priority 0")
+	}
+	s := New(Config{Circuit: retry.DefaultCircuit()})
 	enq := func(id uint64, sp Spec) *Job {
 		t.Helper()
 		s.Apply(&Op{Kind: OpEnqueue, ID: id, At: 1, Due: 10, Spec: &sp})
@@ -31,9 +41,6 @@ func TestSpecsShared(t *testing.T) {
 	b := enq(2, Spec{Kind: "k", Target: "t", Policy: pol})
 	if a.Spec != b.Spec {
 		t.Error("two jobs without payload, key or metadata have their own Specs")
-	}
-	if c := enq(3, Spec{Kind: "k", Target: "t", Policy: pol, Priority: 2}); c.Spec == a.Spec {
-		t.Error("a job of another priority shares the Spec of priority 0")
 	}
 	if k := enq(4, Spec{Kind: "k", Target: "t", Policy: pol, Key: "x"}); k.Spec == a.Spec {
 		t.Error("a keyed job shares a Spec")
@@ -122,5 +129,95 @@ func TestRetrySpilledInMemory(t *testing.T) {
 	j, _ = s.Job(1)
 	if j.State != Pending || j.Spilled || string(j.Spec.Payload) != "payload" {
 		t.Fatalf("after the retry: %v, spilled %v, payload %q; want pending with its payload in memory", j.State, j.Spilled, j.Spec.Payload)
+	}
+}
+
+// TestJobCompact: a Job is 64 bytes; a pending job never started holds no
+// Run, one that started or finished does, and a retry by hand of a job
+// that never started drops it again; a snapshot's decode and a replay of
+// the same ops give the same (Equal compares whether each job has a Run).
+func TestJobCompact(t *testing.T) {
+	if n := unsafe.Sizeof(Job{}); n > 64 {
+		t.Fatalf("a Job is %d bytes, want at most 64", n)
+	}
+	pol := retry.DefaultPolicy()
+	ops := []Op{
+		{Kind: OpEnqueue, ID: 1, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
+		{Kind: OpEnqueue, ID: 2, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
+		{Kind: OpEnqueue, ID: 3, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
+		{Kind: OpEnqueue, ID: 4, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
+		{Kind: OpStart, ID: 2, At: 11, Attempt: 1},
+		{Kind: OpCancel, ID: 3, At: 12, Error: "by hand"},
+		{Kind: OpCancel, ID: 4, At: 12, Error: "by hand"},
+		{Kind: OpRetry, ID: 4, At: 13, Due: 20},
+	}
+	live := New(Config{Circuit: retry.DefaultCircuit()})
+	for i := range ops {
+		live.Apply(&ops[i])
+	}
+	for id, want := range map[uint64]bool{1: false, 2: true, 3: true, 4: false} {
+		j, ok := live.Job(id)
+		if !ok || (j.Run != nil) != want {
+			t.Errorf("job %d (%v, started %d): has a Run %v, want %v", id, j.State, j.Started, j.Run != nil, want)
+		}
+	}
+	if j, _ := live.Job(4); j.State != Pending || j.Reason() != "" || j.FinishedAt() != 0 || j.Part() != 0 {
+		t.Errorf("job 4 after its retry: %v, reason %q, finished at %d, partition %d", j.State, j.Reason(), j.FinishedAt(), j.Part())
+	}
+	replay := New(Config{Circuit: retry.DefaultCircuit()})
+	for i := range ops {
+		replay.Apply(&ops[i])
+	}
+	snap, err := FromSnapshot(Config{Circuit: retry.DefaultCircuit()}, live.AppendSnapshot(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*State{"replay": replay, "snapshot": snap} {
+		if ok, d := live.Equal(s); !ok {
+			t.Errorf("%s differs from live: %s", name, d)
+		}
+	}
+}
+
+// TestSnapshotDecodeOrder: a snapshot's decode, which allocates its jobs in
+// chunks and orders each queue's heap once at the end, hands out the
+// pending jobs in the order the live state does: jobs of random due times
+// and priorities in three queues, some started, some finished, across
+// more than one chunk.
+func TestSnapshotDecodeOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pol := retry.Policy{Attempts: 3, BaseMS: 10, CapMS: 100}
+	live := New(Config{Circuit: retry.DefaultCircuit()})
+	n := uint64(jobChunk + jobChunk/2)
+	for id := uint64(1); id <= n; id++ {
+		sp := &Spec{Kind: "k", Target: "t", Policy: pol, Queue: []string{"", "q1", "q2"}[rng.IntN(3)], Priority: int32(rng.IntN(3))}
+		live.Apply(&Op{Kind: OpEnqueue, ID: id, At: 1, Due: 1 + rng.Int64N(10_000), Spec: sp})
+		switch rng.IntN(10) {
+		case 0:
+			live.Apply(&Op{Kind: OpStart, ID: id, At: 2, Attempt: 1})
+		case 1:
+			live.Apply(&Op{Kind: OpCancel, ID: id, At: 2, Error: "by hand"})
+		}
+	}
+	restored, err := FromSnapshot(Config{Circuit: retry.DefaultCircuit()}, live.AppendSnapshot(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, d := live.Equal(restored); !ok {
+		t.Fatalf("the decode differs from live: %s", d)
+	}
+	for k := 0; ; k++ {
+		a, okA := live.PeekDue(20_000)
+		b, okB := restored.PeekDue(20_000)
+		if okA != okB || okA && a.ID != b.ID {
+			t.Fatalf("claim %d: live gives job %v (%v), the decode job %v (%v)", k, a, okA, b, okB)
+		}
+		if !okA {
+			break
+		}
+		start := Op{Kind: OpStart, ID: a.ID, At: 3, Attempt: a.Started + 1}
+		for _, s := range []*State{live, restored} {
+			s.Apply(&start)
+		}
 	}
 }

@@ -39,11 +39,10 @@ func Discardable(j *Job) DiscardVerdict {
 // without its payload (nothing needs it once the job is gone) and with its
 // history copied.
 func DiscardImage(j *Job) *Job {
-	img := *j
+	img := j.Clone()
 	sp := *j.Spec
 	sp.Payload = nil
 	img.Spec, img.Spilled = &sp, false
-	img.Attempts = append([]Attempt(nil), j.Attempts...)
 	img.index, img.held, img.inDone = -1, false, false
 	return &img
 }
@@ -60,7 +59,7 @@ func (s *State) discard(op *Op) bool {
 		if s.gone(j) || Discardable(j) != DiscardOK {
 			return false
 		}
-		if !s.uncount(j.Part, j.State) {
+		if !s.uncount(j.Part(), j.State) {
 			return false
 		}
 		j.inDone = false
@@ -68,10 +67,10 @@ func (s *State) discard(op *Op) bool {
 		return true
 	}
 	img := op.Image
-	if img == nil || img.ID != op.ID || img.ID >= s.nextID || !img.State.Finished() || img.Part <= s.horizon {
+	if img == nil || img.ID != op.ID || img.ID >= s.nextID || !img.State.Finished() || img.Part() <= s.horizon {
 		return false
 	}
-	return s.uncount(img.Part, img.State)
+	return s.uncount(img.Part(), img.State)
 }
 
 // uncount takes one finished job in state st out of partition part and the

@@ -39,8 +39,8 @@ func TestExpireDropsExactlyWhatRanOut(t *testing.T) {
 	s.Apply(&Op{Kind: OpCancel, ID: 3, At: 100, Error: "no"})
 	run(4, 100, OpSucceed)
 	for id, want := range map[uint64]int64{1: 1116, 2: 5304, 3: 1116, 4: 111} {
-		if j, _ := s.Job(id); j.Part != want {
-			t.Fatalf("job %d in partition %d, want %d", id, j.Part, want)
+		if j, _ := s.Job(id); j.Part() != want {
+			t.Fatalf("job %d in partition %d, want %d", id, j.Part(), want)
 		}
 	}
 
@@ -86,8 +86,8 @@ func TestExpireDropsExactlyWhatRanOut(t *testing.T) {
 	// Retention <= 0 keeps forever (once an expire puts it in force).
 	s.Apply(&Op{Kind: OpExpire, At: 6000, Retention: &Retention{}})
 	run(6, 200, OpSucceed)
-	if j, _ := s.Job(6); j.Part != PartForever {
-		t.Fatalf("job 6 in partition %d under a zero retention", j.Part)
+	if j, _ := s.Job(6); j.Part() != PartForever {
+		t.Fatalf("job 6 in partition %d under a zero retention", j.Part())
 	}
 	s.Apply(&Op{Kind: OpExpire, At: 1 << 50, Retention: &Retention{}})
 	if _, ok := s.Job(6); !ok {
@@ -124,7 +124,7 @@ func TestOrphanOfAProbeFreesTheBreaker(t *testing.T) {
 		t.Fatalf("after an interrupted probe the breaker is %+v, want half-open with the slot free", b)
 	}
 	j, _ := s.Job(2)
-	if j.Fails != 1 || j.State != Pending || j.Attempts[0].Class != 0 || !j.Attempts[0].Ended {
+	if j.Fails() != 1 || j.State != Pending || j.Attempts()[0].Class != 0 || !j.Attempts()[0].Ended {
 		t.Fatalf("interrupted job %+v", j)
 	}
 	if op := s.Admit(2, 300); op.Kind != OpStart {

@@ -87,7 +87,6 @@ func (s *State) preserve(id uint64) {
 	if j == nil {
 		return
 	}
-	c := *j // its Spec is never changed in place (compact.go): shared
-	c.Attempts = slices.Clone(j.Attempts)
+	c := j.Clone() // its Spec is never changed in place (compact.go): shared
 	f.saved[id] = &c
 }

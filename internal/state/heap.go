@@ -1,5 +1,7 @@
 package state
 
+import "slices"
+
 // jobHeap is a binary min-heap of pending jobs; each job stores its
 // position in index (-1 when in no heap). A queue keeps two (see queue):
 // its waiting jobs ordered by (Due, ID), and its ready ones, which were
@@ -23,6 +25,26 @@ func (h *jobHeap) push(j *Job) {
 	j.ready = h.ready
 	h.js = append(h.js, j)
 	h.up(int(j.index))
+}
+
+// add appends j without restoring the order: a bulk build (a snapshot's
+// decode) adds every job and then calls init once, O(n) instead of a push
+// per job.
+func (h *jobHeap) add(j *Job) {
+	j.index = int32(len(h.js))
+	j.ready = h.ready
+	h.js = append(h.js, j)
+}
+
+// init orders the heap after adds, and gives back the room the adds did
+// not take if it is most of it.
+func (h *jobHeap) init() {
+	if cap(h.js) > 2*len(h.js)+64 {
+		h.js = slices.Clone(h.js)
+	}
+	for i := len(h.js)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
 }
 
 // pop removes and returns the first job.

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/runlog/runlog/retry"
 )
@@ -71,9 +72,15 @@ type Attempt struct {
 }
 
 // Job is the state of one job. The State hands out pointers to its jobs as
-// read-only views: callers must not modify a Job, its Spec or its
-// Attempts, and must not keep them across a later Apply if they need a
-// stable copy.
+// read-only views: callers must not modify a Job, its Spec, its Run or its
+// attempts, and must not keep them across a later Apply if they need a
+// stable copy (Clone makes one).
+//
+// A Job is 64 bytes: a backlog of a million pending jobs costs a million
+// of them. What only a job that has started or finished needs is in its
+// Run, which a pending job never started leaves nil; read it through the
+// accessors (Fails, LastError, Reason, Attempts, FinishedAt, Part), which
+// give the zero values without one.
 type Job struct {
 	// ID is the job's id, from 1.
 	ID uint64
@@ -90,9 +97,37 @@ type Job struct {
 	FirstDue int64
 	// EnqueuedAt is when the job was enqueued.
 	EnqueuedAt int64
-	// FinishedAt is when the job reached its end state (0 while it has
-	// not).
-	FinishedAt int64
+	// Run is what the job's attempts and end left: nil while it has
+	// neither started nor finished (and after a retry by hand of a job
+	// that never started). The state changes it in place.
+	Run *Run
+	// Started is the number of attempts ever started.
+	Started uint32
+	// index is the job's position in the pending heap while it is pending
+	// (-1 while held), in the running set while it is running, else -1.
+	index int32
+	// gen counts the job's entries on the Done list, so that Evict can
+	// tell the version copied out from a later one.
+	gen uint16
+	// State is where the job is.
+	State JobState
+	// Spilled marks a job whose payload the store keeps outside the state
+	// (Spec.Payload is then nil): it is not state, and no op sets it.
+	Spilled bool
+	// held marks a pending job taken out of the heap by Hold, or parked.
+	held bool
+	// parked marks a pending job of a disabled target, held until the
+	// target is enabled (lifecycle.go).
+	parked bool
+	// ready marks a pending job in its queue's ready heap (see queue).
+	ready bool
+	// inDone marks a job on the Done list.
+	inDone bool
+}
+
+// Run is the part of a job that only a job that has started or finished
+// needs (see Job).
+type Run struct {
 	// Fails is the number of failed attempts since the enqueue or the last
 	// retry by hand: what the retry budget counts.
 	Fails int
@@ -103,38 +138,105 @@ type Job struct {
 	// Attempts is the history of the most recent attempts, oldest first,
 	// at most MaxAttemptHistory.
 	Attempts []Attempt
-	// Started is the number of attempts ever started.
-	Started uint32
+	// FinishedAt is when the job reached its end state (0 while it has
+	// not).
+	FinishedAt int64
 	// Part is, for a finished job, the expiry partition it is counted in
 	// (PartOf); 0 otherwise.
 	Part int64
-	// Spilled marks a job whose payload the store keeps outside the state
-	// (Spec.Payload is then nil): it is not state, and no op sets it.
-	Spilled bool
-	// index is the job's position in the pending heap while it is pending
-	// (-1 while held), in the running set while it is running, else -1.
-	index int32
-	// State is where the job is.
-	State JobState
-	// held marks a pending job taken out of the heap by Hold, or parked.
-	held bool
-	// parked marks a pending job of a disabled target, held until the
-	// target is enabled (lifecycle.go).
-	parked bool
-	// ready marks a pending job in its queue's ready heap (see queue).
-	ready bool
-	// inDone marks a job on the Done list.
-	inDone bool
-	// gen counts the job's entries on the Done list, so that Evict can
-	// tell the version copied out from a later one.
-	gen uint16
+}
+
+// Fails returns the number of failed attempts since the enqueue or the
+// last retry by hand: what the retry budget counts.
+func (j *Job) Fails() int {
+	if j.Run == nil {
+		return 0
+	}
+	return j.Run.Fails
+}
+
+// LastError returns the error of the most recent failed attempt.
+func (j *Job) LastError() string {
+	if j.Run == nil {
+		return ""
+	}
+	return j.Run.LastError
+}
+
+// Reason returns why the job failed or was cancelled.
+func (j *Job) Reason() string {
+	if j.Run == nil {
+		return ""
+	}
+	return j.Run.Reason
+}
+
+// Attempts returns the history of the most recent attempts, oldest first,
+// at most MaxAttemptHistory.
+func (j *Job) Attempts() []Attempt {
+	if j.Run == nil {
+		return nil
+	}
+	return j.Run.Attempts
+}
+
+// FinishedAt returns when the job reached its end state (0 while it has
+// not).
+func (j *Job) FinishedAt() int64 {
+	if j.Run == nil {
+		return 0
+	}
+	return j.Run.FinishedAt
+}
+
+// Part returns, for a finished job, the expiry partition it is counted in
+// (PartOf); 0 otherwise.
+func (j *Job) Part() int64 {
+	if j.Run == nil {
+		return 0
+	}
+	return j.Run.Part
+}
+
+// zero reports whether r holds nothing: a job with such a Run holds none
+// (tidy), so that every way to a state, replay included, gives the same.
+func (r *Run) zero() bool {
+	return r.Fails == 0 && r.LastError == "" && r.Reason == "" && len(r.Attempts) == 0 && r.FinishedAt == 0 && r.Part == 0
+}
+
+// tidy drops j's Run if it holds nothing.
+func (j *Job) tidy() {
+	if j.Run != nil && j.Run.zero() {
+		j.Run = nil
+	}
+}
+
+// run returns j's Run, giving it one if it has none, for a change.
+func (j *Job) run() *Run {
+	if j.Run == nil {
+		j.Run = new(Run)
+	}
+	return j.Run
+}
+
+// Clone returns a copy of j that shares nothing the state changes in
+// place: its Run and attempt history are its own (its Spec, never changed
+// in place, is shared).
+func (j *Job) Clone() Job {
+	c := *j
+	if j.Run != nil {
+		r := *j.Run
+		r.Attempts = slices.Clone(r.Attempts)
+		c.Run = &r
+	}
+	return c
 }
 
 // attempt returns the job's attempt n from its history, or nil.
 func (j *Job) attempt(n uint32) *Attempt {
-	for i := len(j.Attempts) - 1; i >= 0; i-- {
-		if j.Attempts[i].N == n {
-			return &j.Attempts[i]
+	for i := len(j.Attempts()) - 1; i >= 0; i-- {
+		if j.Attempts()[i].N == n {
+			return &j.Attempts()[i]
 		}
 	}
 	return nil
@@ -143,10 +245,11 @@ func (j *Job) attempt(n uint32) *Attempt {
 // addAttempt appends attempt a to the history, dropping the oldest beyond
 // MaxAttemptHistory.
 func (j *Job) addAttempt(a Attempt) {
-	if len(j.Attempts) < MaxAttemptHistory {
-		j.Attempts = append(j.Attempts, a)
+	r := j.run()
+	if len(r.Attempts) < MaxAttemptHistory {
+		r.Attempts = append(r.Attempts, a)
 		return
 	}
-	copy(j.Attempts, j.Attempts[1:])
-	j.Attempts[len(j.Attempts)-1] = a
+	copy(r.Attempts, r.Attempts[1:])
+	r.Attempts[len(r.Attempts)-1] = a
 }

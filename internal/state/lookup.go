@@ -14,7 +14,10 @@ import (
 // follows the live work:
 //
 //   - byKind: per job kind, the ids of its jobs, ascending, and how many
-//     there are (KindCount, KindScan).
+//     there are (KindCount, KindScan). While every job the state holds is
+//     of one kind (sole), that kind has no list: the jobs are its list, and
+//     a backlog of a million jobs of one kind does not pay for a second
+//     million ids. The first job of another kind makes the list.
 //   - ordered: the idempotency keys of the jobs, in key order (KeyPrefix).
 //     The keys map answers a point lookup; this answers a prefix.
 //
@@ -32,7 +35,11 @@ type kindIDs struct {
 
 // lookups are the state's lookups (see above).
 type lookups struct {
-	byKind  map[string]*kindIDs
+	byKind map[string]*kindIDs
+	// sole, when set (hasSole), is the kind of every job the state holds;
+	// byKind is then empty.
+	sole    string
+	hasSole bool
 	ordered *btreemap.BTreeMap[string, uint64]
 	// last caches byKind[lastKind] (nil: nothing cached): runs of one
 	// kind are common.
@@ -46,7 +53,20 @@ func newLookups() lookups {
 
 // added indexes job j, which the state has just come to hold.
 func (s *State) added(j *Job) {
-	l := s.kindList(j.Spec.Kind)
+	if k := j.Spec.Key; k != "" {
+		s.look.ordered.ReplaceOrInsert(k, j.ID)
+	}
+	kind := j.Spec.Kind
+	switch {
+	case s.look.hasSole && s.look.sole == kind:
+		return
+	case !s.look.hasSole && len(s.look.byKind) == 0:
+		s.look.sole, s.look.hasSole = kind, true
+		return
+	case s.look.hasSole:
+		s.splitSole(j)
+	}
+	l := s.kindList(kind)
 	if n := len(l.ids); n == 0 || l.ids[n-1] < j.ID {
 		l.ids = append(l.ids, j.ID) // the usual case: ids come in order
 	} else if i, found := slices.BinarySearch(l.ids, j.ID); found {
@@ -54,9 +74,19 @@ func (s *State) added(j *Job) {
 	} else {
 		l.ids = slices.Insert(l.ids, i, j.ID)
 	}
-	if k := j.Spec.Key; k != "" {
-		s.look.ordered.ReplaceOrInsert(k, j.ID)
+}
+
+// splitSole gives the sole kind its list, as j, of another kind, joins
+// the jobs: the list holds the ids of every job the state holds but j.
+func (s *State) splitSole(j *Job) {
+	l := &kindIDs{ids: make([]uint64, 0, s.Len())}
+	for _, o := range s.jobs {
+		if o != nil && o != j {
+			l.ids = append(l.ids, o.ID)
+		}
 	}
+	s.look.byKind[s.look.sole] = l
+	s.look.sole, s.look.hasSole = "", false
 }
 
 // kindList returns the ids of kind, made if it has none.
@@ -83,6 +113,17 @@ func (s *State) indexAll() {
 			n[j.Spec.Kind]++
 		}
 	}
+	if len(n) == 1 {
+		for kind := range n {
+			s.look.sole, s.look.hasSole = kind, true
+		}
+		for _, j := range s.jobs {
+			if k := j.Spec.Key; k != "" {
+				s.look.ordered.ReplaceOrInsert(k, j.ID)
+			}
+		}
+		return
+	}
 	for kind, c := range n {
 		s.look.byKind[kind] = &kindIDs{ids: make([]uint64, 0, c)}
 	}
@@ -101,6 +142,12 @@ func (s *State) removed(j *Job) {
 		}
 	}
 	kind := j.Spec.Kind
+	if s.look.hasSole {
+		if s.Len() == 0 {
+			s.look.sole, s.look.hasSole = "", false
+		}
+		return
+	}
 	l := s.look.byKind[kind]
 	if l == nil {
 		return
@@ -128,6 +175,12 @@ func (s *State) holdsOfKind(id uint64, kind string) bool {
 // KindCount returns how many jobs of kind the state holds (pending,
 // running, and finished ones not yet evicted), in O(1).
 func (s *State) KindCount(kind string) int {
+	if s.look.hasSole {
+		if kind == s.look.sole {
+			return s.Len()
+		}
+		return 0
+	}
 	l := s.look.byKind[kind]
 	if l == nil {
 		return 0
@@ -141,6 +194,12 @@ func (s *State) KindCount(kind string) int {
 // the first, or last). It costs O(log n) to find the start, then O(1) per
 // job of the kind. fn must not apply ops.
 func (s *State) KindScan(kind string, afterID uint64, desc bool, fn func(*Job) bool) {
+	if s.look.hasSole {
+		if kind == s.look.sole {
+			s.Scan(afterID, desc, fn)
+		}
+		return
+	}
 	l := s.look.byKind[kind]
 	if l == nil {
 		return
@@ -216,8 +275,15 @@ func (s *State) checkLookups() error {
 			return fmt.Errorf("kind %q: %d ids indexed (%d live, %d counted dead), %d jobs held", kind, len(l.ids), live, l.dead, perKind[kind])
 		}
 	}
+	if s.look.hasSole {
+		if len(s.look.byKind) != 0 || len(perKind) != 1 || perKind[s.look.sole] == 0 {
+			return fmt.Errorf("sole kind %q: %d kinds held (%v), %d listed", s.look.sole, len(perKind), perKind, len(s.look.byKind))
+		}
+	} else if len(perKind) == 1 && len(s.look.byKind) == 0 {
+		return fmt.Errorf("one kind held, no list and no sole kind")
+	}
 	for kind, n := range perKind {
-		if s.look.byKind[kind] == nil {
+		if s.look.byKind[kind] == nil && !s.look.hasSole {
 			return fmt.Errorf("kind %q: %d jobs held, none indexed", kind, n)
 		}
 	}

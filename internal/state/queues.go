@@ -135,6 +135,32 @@ func (s *State) pushPending(j *Job) {
 	}
 }
 
+// addPending is pushPending for a bulk build: the queues' heaps are out of
+// order until orderPending. A queue's first job makes room for the more
+// jobs to come (growing a slice of pointers while the collector runs is
+// dear); orderPending gives back what they did not take.
+func (s *State) addPending(j *Job, more uint64) {
+	if s.park(j) {
+		return
+	}
+	q := s.queue(j.Spec.Queue)
+	if q.wait.js == nil {
+		q.wait.js = make([]*Job, 0, more+1)
+	}
+	q.wait.add(j)
+	if j.Spec.Priority != 0 {
+		q.prio++
+	}
+}
+
+// orderPending orders the queues' heaps after addPending.
+func (s *State) orderPending() {
+	s.q.def.wait.init()
+	for _, q := range s.q.named {
+		q.wait.init()
+	}
+}
+
 // popPending takes pending job j out of its queue's heap; it must be in
 // one.
 func (s *State) popPending(j *Job) {

@@ -286,7 +286,7 @@ func (d *decoder) retention() *Retention {
 // appendSnapshotJob appends one job of a snapshot (version 2).
 func appendSnapshotJob(dst []byte, j *Job) []byte {
 	dst = appendJobV1(dst, j)
-	dst = putVarint(dst, j.Part)
+	dst = putVarint(dst, j.Part())
 	var flags byte
 	if j.Spilled {
 		flags |= jobFlagSpilled
@@ -319,14 +319,14 @@ func appendJobV1(dst []byte, j *Job) []byte {
 	dst = putVarint(dst, j.Due)
 	dst = putVarint(dst, j.FirstDue)
 	dst = putVarint(dst, j.EnqueuedAt)
-	dst = putVarint(dst, j.FinishedAt)
-	dst = putUvarint(dst, uint64(j.Fails))
+	dst = putVarint(dst, j.FinishedAt())
+	dst = putUvarint(dst, uint64(j.Fails()))
 	dst = putUvarint(dst, uint64(j.Started))
-	dst = putString(dst, j.LastError)
-	dst = putString(dst, j.Reason)
+	dst = putString(dst, j.LastError())
+	dst = putString(dst, j.Reason())
 	dst = putSpec(dst, j.Spec)
-	dst = putUvarint(dst, uint64(len(j.Attempts)))
-	for _, a := range j.Attempts {
+	dst = putUvarint(dst, uint64(len(j.Attempts())))
+	for _, a := range j.Attempts() {
 		dst = putUvarint(dst, uint64(a.N))
 		dst = putVarint(dst, a.StartedAt)
 		dst = putVarint(dst, a.EndedAt)
@@ -366,12 +366,19 @@ func DecodeJob(b []byte) (*Job, error) {
 // jobs when it can be); without, they are the job's own. It checks the
 // fields' ranges, not the job's place among others.
 func (d *decoder) job(v byte, s *State) *Job {
-	j := &Job{index: -1}
+	var j *Job
+	if s != nil {
+		j = d.newJob()
+	} else {
+		j = new(Job)
+	}
+	j.index = -1
 	j.ID = d.uvarint("id")
 	st := JobState(d.byte("state"))
-	j.Due, j.FirstDue, j.EnqueuedAt, j.FinishedAt = d.varint("due"), d.varint("first due"), d.varint("enqueued at"), d.varint("finished at")
+	var r Run
+	j.Due, j.FirstDue, j.EnqueuedAt, r.FinishedAt = d.varint("due"), d.varint("first due"), d.varint("enqueued at"), d.varint("finished at")
 	fails, started := d.uvarint("fails"), d.uvarint("started")
-	j.LastError, j.Reason = d.string("last error"), d.string("reason")
+	r.LastError, r.Reason = d.string("last error"), d.string("reason")
 	var spec Spec
 	sp := &spec
 	if s != nil {
@@ -400,7 +407,7 @@ func (d *decoder) job(v byte, s *State) *Job {
 	case na > MaxAttemptHistory:
 		d.failAt("job %d: %d attempts in its history, at most %d", j.ID, na, MaxAttemptHistory)
 	}
-	j.State, j.Fails, j.Started, sp.Policy.Attempts = st, int(fails), uint32(started), int(attempts)
+	j.State, r.Fails, j.Started, sp.Policy.Attempts = st, int(fails), uint32(started), int(attempts)
 	for k := uint64(0); d.err == nil && k < na; k++ {
 		var at Attempt
 		n := d.uvarint("attempt n")
@@ -412,10 +419,10 @@ func (d *decoder) job(v byte, s *State) *Job {
 			d.failAt("job %d: bad attempt record", j.ID)
 		}
 		at.N, at.Class, at.Ended = uint32(n), retry.Class(class), ended == 1
-		j.Attempts = append(j.Attempts, at)
+		r.Attempts = append(r.Attempts, at)
 	}
 	if v >= 2 {
-		j.Part = d.varint("partition")
+		r.Part = d.varint("partition")
 		flags := d.byte("flags")
 		if d.err == nil && flags&^(jobFlagSpilled|jobFlagSpecExt) != 0 {
 			d.newer("job %d: unknown flags %#x", j.ID, flags)
@@ -424,12 +431,16 @@ func (d *decoder) job(v byte, s *State) *Job {
 		if flags&jobFlagSpecExt != 0 {
 			d.specExt(sp)
 		}
-		if d.err == nil && (!j.State.Finished() && j.Part != 0 || j.Spilled && len(sp.Payload) > 0) {
-			d.failAt("job %d: partition %d or spilled flag does not fit its state", j.ID, j.Part)
+		if d.err == nil && (!j.State.Finished() && r.Part != 0 || j.Spilled && len(sp.Payload) > 0) {
+			d.failAt("job %d: partition %d or spilled flag does not fit its state", j.ID, r.Part)
 		}
 	}
 	if d.err != nil {
 		return nil
+	}
+	if !r.zero() {
+		own := r
+		j.Run = &own
 	}
 	if s != nil {
 		j.Spec = s.ownSpec(sp)
@@ -549,7 +560,7 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 	}
 	if d.err == nil {
 		s.jobs = make([]*Job, 0, n)
-		s.ids = make([]uint64, 0, n)
+		d.jobsLeft = n
 	}
 	for i := uint64(0); d.err == nil && i < n; i++ {
 		j := d.job(v, s)
@@ -558,7 +569,7 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 		}
 		sp := j.Spec
 		switch {
-		case j.ID >= s.nextID || (len(s.ids) > 0 && s.ids[len(s.ids)-1] >= j.ID):
+		case j.ID >= s.nextID || (len(s.jobs) > 0 && s.jobs[len(s.jobs)-1].ID >= j.ID):
 			d.failAt("job id %d out of order or not below next id %d", j.ID, s.nextID)
 		case sp.Key != "" && s.keys[sp.Key] != 0:
 			d.failAt("job %d: key %q held twice", j.ID, sp.Key)
@@ -567,34 +578,34 @@ func fromSnapshot(cfg Config, d *decoder) (*State, error) {
 			break
 		}
 		s.jobs = append(s.jobs, j)
-		s.ids = append(s.ids, j.ID)
 		if sp.Key != "" {
 			s.keys[sp.Key] = j.ID
 		}
 		switch st := j.State; st {
 		case Pending:
 			s.count(sp, st, 1)
-			s.pushPending(j)
+			s.addPending(j, d.jobsLeft)
 		case Running:
 			s.count(sp, st, 1)
 			j.index = int32(len(s.running))
 			s.running = append(s.running, j)
 		default:
-			if _, ok := s.parts[j.Part]; v >= 2 && (!ok || j.Part <= s.horizon) {
-				d.failAt("finished job %d in partition %d, which the snapshot does not count (horizon %d)", j.ID, j.Part, s.horizon)
+			if _, ok := s.parts[j.Part()]; v >= 2 && (!ok || j.Part() <= s.horizon) {
+				d.failAt("finished job %d in partition %d, which the snapshot does not count (horizon %d)", j.ID, j.Part(), s.horizon)
 				break
 			}
 			if v == 1 {
 				s.count(sp, st, 1)
-				j.Part = PartOf(s.retention, sp.Kind, st, j.FinishedAt)
-				c := s.parts[j.Part]
+				j.run().Part = PartOf(s.retention, sp.Kind, st, j.FinishedAt())
+				c := s.parts[j.Part()]
 				c.add(st, 1)
-				s.parts[j.Part] = c
+				s.parts[j.Part()] = c
 			}
 			s.archivable(j)
 		}
 	}
 	if d.err == nil {
+		s.orderPending()
 		s.indexAll()
 	}
 	nb := d.uvarint("breakers")

@@ -77,9 +77,12 @@ func (c *Counts) add(s JobState, d int) {
 // the last OpExpire carried (Config.Retention before the first), so that
 // replay places every job where the live state did.
 type State struct {
-	cfg        Config
-	jobs       []*Job   // ascending by ID; nil where a job was evicted or dropped
-	ids        []uint64 // the ids of jobs, kept where jobs has a nil
+	cfg  Config
+	jobs []*Job // ascending by ID; nil where a job was evicted or dropped
+	// ids are the ids of jobs, kept where jobs has a nil, while it has
+	// one: nil while holes is 0 (a backlog of a million pending jobs does
+	// not pay for a second million-entry slice; see idAt).
+	ids        []uint64
 	holes      int      // how many nils jobs holds
 	q          queueSet // the queues, with the pending jobs (queues.go)
 	held       []*Job
@@ -257,7 +260,7 @@ func (s *State) expire(op *Op) {
 	for _, e := range s.done {
 		switch j := e.j; {
 		case !e.live():
-		case j.Part <= op.At:
+		case j.Part() <= op.At:
 			j.inDone = false
 			s.remove(j)
 		default:
@@ -270,7 +273,7 @@ func (s *State) expire(op *Op) {
 	for _, j := range s.lingering {
 		switch {
 		case !j.State.Finished() || j.inDone || j.openAttempt(j.Started) == nil || s.job(j.ID) != j:
-		case j.Part <= op.At:
+		case j.Part() <= op.At:
 			s.remove(j)
 		default:
 			lk = append(lk, j)
@@ -282,7 +285,7 @@ func (s *State) expire(op *Op) {
 
 // gone reports whether finished job j belongs to a partition that was
 // dropped: it is no longer counted, and is not shown.
-func (s *State) gone(j *Job) bool { return j.State.Finished() && j.Part <= s.horizon }
+func (s *State) gone(j *Job) bool { return j.State.Finished() && j.Part() <= s.horizon }
 
 // remove takes j out of the jobs and the key index. It does not recount.
 func (s *State) remove(j *Job) {
@@ -292,6 +295,12 @@ func (s *State) remove(j *Job) {
 	i, ok := s.search(j.ID)
 	if !ok || s.jobs[i] != j {
 		return
+	}
+	if s.ids == nil {
+		s.ids = make([]uint64, len(s.jobs), cap(s.jobs))
+		for k, j := range s.jobs {
+			s.ids[k] = j.ID
+		}
 	}
 	s.jobs[i] = nil
 	s.holes++
@@ -311,7 +320,7 @@ func (s *State) compact() {
 		}
 	}
 	clear(s.jobs[k:])
-	s.jobs, s.ids = s.jobs[:k], s.ids[:k]
+	s.jobs, s.ids = s.jobs[:k], nil
 	s.holes = 0
 }
 
@@ -320,10 +329,10 @@ func (s *State) compact() {
 func (s *State) finished(j *Job) {
 	// A job that finishes into a partition already dropped (its clock is
 	// behind the last expire's) waits for the next expire.
-	j.Part = max(PartOf(s.retention, j.Spec.Kind, j.State, j.FinishedAt), s.horizon+1)
-	c := s.parts[j.Part]
+	j.run().Part = max(PartOf(s.retention, j.Spec.Kind, j.State, j.FinishedAt()), s.horizon+1)
+	c := s.parts[j.Part()]
 	c.add(j.State, 1)
-	s.parts[j.Part] = c
+	s.parts[j.Part()] = c
 	s.archivable(j)
 }
 
@@ -490,10 +499,14 @@ func (s *State) insert(i int, j *Job) {
 		s.holes--
 	case i == len(s.jobs):
 		s.jobs = append(s.jobs, j)
-		s.ids = append(s.ids, j.ID)
+		if s.ids != nil {
+			s.ids = append(s.ids, j.ID)
+		}
 	default:
 		s.jobs = slices.Insert(s.jobs, i, j)
-		s.ids = slices.Insert(s.ids, i, j.ID)
+		if s.ids != nil {
+			s.ids = slices.Insert(s.ids, i, j.ID)
+		}
 	}
 	s.added(j)
 }
@@ -597,17 +610,20 @@ func (s *State) retryJob(op *Op) {
 		sp.Payload = img.Spec.Payload
 		j.Spec, j.Spilled = s.ownSpec(&sp), false
 	}
-	c := s.parts[j.Part]
+	c := s.parts[j.Part()]
 	c.add(j.State, -1)
 	if c == (Counts{}) {
-		delete(s.parts, j.Part)
+		delete(s.parts, j.Part())
 	} else {
-		s.parts[j.Part] = c
+		s.parts[j.Part()] = c
 	}
 	j.inDone = false
 	s.setState(j, Pending)
-	j.Due, j.FirstDue, j.Fails, j.Part = op.Due, op.Due, 0, 0
-	j.FinishedAt, j.Reason, j.LastError = 0, "", ""
+	j.Due, j.FirstDue = op.Due, op.Due
+	if r := j.Run; r != nil {
+		r.Fails, r.Part, r.FinishedAt, r.Reason, r.LastError = 0, 0, 0, "", ""
+		j.tidy()
+	}
 	s.pushPending(j)
 	s.retried = true
 }
@@ -620,7 +636,7 @@ func (s *State) revive(op *Op) *Job {
 	if img == nil || img.ID != op.ID || img.Spec == nil || !img.State.Finished() || img.ID >= s.nextID {
 		return nil
 	}
-	if _, ok := s.parts[img.Part]; !ok || img.Part <= s.horizon {
+	if _, ok := s.parts[img.Part()]; !ok || img.Part() <= s.horizon {
 		return nil // expired (or never finished here)
 	}
 	i, found := s.search(img.ID)
@@ -628,9 +644,8 @@ func (s *State) revive(op *Op) *Job {
 		return nil
 	}
 	j := new(Job)
-	*j = *img
+	*j = img.Clone()
 	j.Spec, j.index, j.held, j.inDone, j.Spilled = s.ownSpec(img.Spec), -1, false, false, false
-	j.Attempts = slices.Clone(img.Attempts)
 	s.insert(i, j)
 	if k := j.Spec.Key; k != "" {
 		s.keys[k] = j.ID
@@ -640,7 +655,8 @@ func (s *State) revive(op *Op) *Job {
 
 func (s *State) finish(j *Job, st JobState, at int64, reason string) {
 	s.setState(j, st)
-	j.FinishedAt, j.Reason = at, reason
+	r := j.run()
+	r.FinishedAt, r.Reason = at, reason
 }
 
 func (s *State) setState(j *Job, st JobState) {
@@ -681,21 +697,29 @@ func (s *State) setBreaker(target string, br retry.Breaker) {
 // search returns where id is or would be in s.jobs, and whether a job the
 // state holds has it.
 func (s *State) search(id uint64) (int, bool) {
-	n := len(s.ids)
-	if n == 0 || s.ids[n-1] < id {
+	n := len(s.jobs)
+	if n == 0 || s.idAt(n-1) < id {
 		return n, false
 	}
-	i := sort.Search(n, func(i int) bool { return s.ids[i] >= id })
-	return i, i < n && s.ids[i] == id && s.jobs[i] != nil
+	i := sort.Search(n, func(i int) bool { return s.idAt(i) >= id })
+	return i, i < n && s.idAt(i) == id && s.jobs[i] != nil
+}
+
+// idAt returns the id of jobs[i] (a job's or a hole's).
+func (s *State) idAt(i int) uint64 {
+	if s.ids != nil {
+		return s.ids[i]
+	}
+	return s.jobs[i].ID
 }
 
 // job returns the job with id, or nil. Ids are dense when the engine uses
 // NextID, so the direct index hits; otherwise it binary-searches.
 func (s *State) job(id uint64) *Job {
-	if len(s.ids) == 0 {
+	if len(s.jobs) == 0 {
 		return nil
 	}
-	if k := id - s.ids[0]; k < uint64(len(s.ids)) && s.ids[k] == id {
+	if k := id - s.idAt(0); k < uint64(len(s.jobs)) && s.idAt(int(k)) == id {
 		return s.jobs[k]
 	}
 	if i, ok := s.search(id); ok {
@@ -867,7 +891,7 @@ func (s *State) Scan(afterID uint64, desc bool, fn func(*Job) bool) {
 	}
 	i := 0
 	if afterID != 0 {
-		i = sort.Search(len(s.ids), func(i int) bool { return s.ids[i] > afterID })
+		i = sort.Search(len(s.jobs), func(i int) bool { return s.idAt(i) > afterID })
 	}
 	for ; i < len(s.jobs); i++ {
 		if j := s.jobs[i]; j != nil && !s.gone(j) && !fn(j) {

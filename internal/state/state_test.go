@@ -80,7 +80,7 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"start", []Op{enq(1, 1000, "a", "", pol3), start1}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Running || j.Started != 1 || len(j.Attempts) != 1 || j.Attempts[0].N != 1 || j.Attempts[0].StartedAt != 1000 || j.Attempts[0].Ended {
+			if j.State != Running || j.Started != 1 || len(j.Attempts()) != 1 || j.Attempts()[0].N != 1 || j.Attempts()[0].StartedAt != 1000 || j.Attempts()[0].Ended {
 				t.Fatalf("job %+v", j)
 			}
 			if !slices.Equal(s.Running(), []uint64{1}) {
@@ -98,15 +98,15 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"succeed", []Op{enq(1, 1000, "a", "", pol3), start1, {Kind: OpSucceed, ID: 1, At: 1100, Attempt: 1, Class: retry.Success, Output: []byte("ok")}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Succeeded || j.FinishedAt != 1100 || !j.Attempts[0].Ended || string(j.Attempts[0].Output) != "ok" || len(s.Running()) != 0 {
+			if j.State != Succeeded || j.FinishedAt() != 1100 || !j.Attempts()[0].Ended || string(j.Attempts()[0].Output) != "ok" || len(s.Running()) != 0 {
 				t.Fatalf("job %+v", j)
 			}
 		}},
 		{"retry", []Op{enq(1, 1000, "a", "", pol3), start1, {Kind: OpRequeue, ID: 1, At: 1100, Due: 1300, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503"}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Pending || j.Due != 1300 || j.FirstDue != 1000 || j.Fails != 1 || j.LastError != "503" {
+			if j.State != Pending || j.Due != 1300 || j.FirstDue != 1000 || j.Fails() != 1 || j.LastError() != "503" {
 				t.Fatalf("job %+v", j)
 			}
-			if a := j.Attempts[0]; !a.Ended || a.EndedAt != 1100 || a.Class != retry.Retryable || a.Error != "503" {
+			if a := j.Attempts()[0]; !a.Ended || a.EndedAt != 1100 || a.Class != retry.Retryable || a.Error != "503" {
 				t.Fatalf("attempt %+v", a)
 			}
 			if b := s.Breaker("a"); !slices.Equal(b.Fails, []int64{1100}) {
@@ -114,7 +114,7 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"fail from an attempt", []Op{enq(1, 1000, "a", "", pol3), start1, {Kind: OpFail, ID: 1, At: 1100, Attempt: 1, Class: retry.Permanent, Error: "permanent failure: 404"}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Failed || j.Reason != "permanent failure: 404" || j.FinishedAt != 1100 || j.Fails != 1 {
+			if j.State != Failed || j.Reason() != "permanent failure: 404" || j.FinishedAt() != 1100 || j.Fails() != 1 {
 				t.Fatalf("job %+v", j)
 			}
 			if !s.Breaker("a").IsZero() {
@@ -122,7 +122,7 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"fail from admission", []Op{enq(1, 1000, "a", "", pol3), {Kind: OpFail, ID: 1, At: 5000, Error: "deadline passed"}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Failed || j.Reason != "deadline passed" || j.Fails != 0 || len(j.Attempts) != 0 {
+			if j.State != Failed || j.Reason() != "deadline passed" || j.Fails() != 0 || len(j.Attempts()) != 0 {
 				t.Fatalf("job %+v", j)
 			}
 			if _, ok := s.NextDue(); ok {
@@ -144,7 +144,7 @@ func TestApply(t *testing.T) {
 			{Kind: OpStart, ID: 1, At: 1100, Attempt: 2},
 			{Kind: OpSucceed, ID: 1, At: 1200, Attempt: 1},
 			{Kind: OpSucceed, ID: 1, At: 1200, Attempt: 3}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Running || j.Started != 2 || j.Attempts[0].Class != retry.Retryable || j.Attempts[1].Ended {
+			if j.State != Running || j.Started != 2 || j.Attempts()[0].Class != retry.Retryable || j.Attempts()[1].Ended {
 				t.Fatalf("job %+v", j)
 			}
 			if b := s.Breaker("a"); !slices.Equal(b.Fails, []int64{1100}) {
@@ -152,7 +152,7 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"defer", []Op{enq(1, 1000, "a", "", pol3), {Kind: OpDefer, ID: 1, At: 1000, Due: 1300}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Pending || j.Due != 1300 || j.FirstDue != 1000 || j.Fails != 0 {
+			if j.State != Pending || j.Due != 1300 || j.FirstDue != 1000 || j.Fails() != 0 {
 				t.Fatalf("job %+v", j)
 			}
 			if due, _ := s.NextDue(); due != 1300 {
@@ -165,7 +165,7 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"cancel pending", []Op{enq(1, 1000, "a", "k", pol3), {Kind: OpCancel, ID: 1, At: 1050, Error: "by hand"}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Cancelled || j.Reason != "by hand" || j.FinishedAt != 1050 {
+			if j.State != Cancelled || j.Reason() != "by hand" || j.FinishedAt() != 1050 {
 				t.Fatalf("job %+v", j)
 			}
 			if _, ok := s.ByKey("k"); !ok {
@@ -175,10 +175,10 @@ func TestApply(t *testing.T) {
 		{"cancel running, then its outcome feeds only breaker and history", []Op{enq(1, 1000, "a", "", pol3), start1,
 			{Kind: OpCancel, ID: 1, At: 1050, Error: "stop"},
 			{Kind: OpRequeue, ID: 1, At: 1100, Due: 1200, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503"}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Cancelled || j.Reason != "stop" || j.Fails != 0 || j.Due != 1000 || len(s.Running()) != 0 {
+			if j.State != Cancelled || j.Reason() != "stop" || j.Fails() != 0 || j.Due != 1000 || len(s.Running()) != 0 {
 				t.Fatalf("job %+v", j)
 			}
-			if a := j.Attempts[0]; !a.Ended || a.Error != "503" {
+			if a := j.Attempts()[0]; !a.Ended || a.Error != "503" {
 				t.Fatalf("attempt %+v", a)
 			}
 			if b := s.Breaker("a"); !slices.Equal(b.Fails, []int64{1100}) {
@@ -186,14 +186,14 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"cancel of a finished job is a no-op", []Op{enq(1, 1000, "a", "", pol3), {Kind: OpFail, ID: 1, At: 5, Error: "dead"}, {Kind: OpCancel, ID: 1, At: 6, Error: "x"}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Failed || j.Reason != "dead" {
+			if j.State != Failed || j.Reason() != "dead" {
 				t.Fatalf("job %+v", j)
 			}
 		}},
 		{"revive a dead job", []Op{enq(1, 1000, "a", "", pol3), start1,
 			{Kind: OpFail, ID: 1, At: 1100, Attempt: 1, Class: retry.Unsafe, BreakerFailed: true, Error: "unsafe"},
 			{Kind: OpRetry, ID: 1, At: 2000, Due: 2500}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Pending || j.Due != 2500 || j.FirstDue != 2500 || j.Fails != 0 || j.Started != 1 || j.Reason != "" || j.FinishedAt != 0 {
+			if j.State != Pending || j.Due != 2500 || j.FirstDue != 2500 || j.Fails() != 0 || j.Started != 1 || j.Reason() != "" || j.FinishedAt() != 0 {
 				t.Fatalf("job %+v", j)
 			}
 		}},
@@ -208,7 +208,7 @@ func TestApply(t *testing.T) {
 			{Kind: OpRetry, ID: 1, At: 1020, Due: 1020},
 			{Kind: OpStart, ID: 1, At: 1030, Attempt: 2},
 			{Kind: OpSucceed, ID: 1, At: 1040, Attempt: 1, Class: retry.Success}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Running || j.Started != 2 || !j.Attempts[0].Ended || j.Attempts[1].Ended {
+			if j.State != Running || j.Started != 2 || !j.Attempts()[0].Ended || j.Attempts()[1].Ended {
 				t.Fatalf("job %+v", j)
 			}
 		}},
@@ -238,11 +238,11 @@ func TestAttemptHistoryBounded(t *testing.T) {
 			Op{Kind: OpRequeue, ID: 1, At: int64(n), Due: int64(n), Attempt: n, Error: fmt.Sprint(n)})
 	}
 	j := mustJob(t, s, 1)
-	if len(j.Attempts) != MaxAttemptHistory || j.Attempts[0].N != 9 || j.Attempts[MaxAttemptHistory-1].N != MaxAttemptHistory+8 {
-		t.Fatalf("history has %d attempts from %d to %d", len(j.Attempts), j.Attempts[0].N, j.Attempts[len(j.Attempts)-1].N)
+	if len(j.Attempts()) != MaxAttemptHistory || j.Attempts()[0].N != 9 || j.Attempts()[MaxAttemptHistory-1].N != MaxAttemptHistory+8 {
+		t.Fatalf("history has %d attempts from %d to %d", len(j.Attempts()), j.Attempts()[0].N, j.Attempts()[len(j.Attempts())-1].N)
 	}
-	if j.Fails != MaxAttemptHistory+8 {
-		t.Fatalf("fails = %d", j.Fails)
+	if j.Fails() != MaxAttemptHistory+8 {
+		t.Fatalf("fails = %d", j.Fails())
 	}
 }
 
@@ -268,7 +268,7 @@ func TestBreakerInState(t *testing.T) {
 		t.Fatalf("Admit while open = %+v, want a defer to 420", op)
 	}
 	apply(t, s, op)
-	if j := mustJob(t, s, 3); j.Fails != 0 || j.Due != 420 {
+	if j := mustJob(t, s, 3); j.Fails() != 0 || j.Due != 420 {
 		t.Fatalf("a deferred job counted a failure: %+v", j)
 	}
 	if op := s.Admit(4, 200); op.Kind != OpStart {
@@ -559,11 +559,11 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 		{"counts", func(s *State) { s.counts.Failed++ }, "counts"},
 		{"job count", func(s *State) { s.jobs = s.jobs[:1] }, "jobs"},
 		{"due", func(s *State) { s.jobs[0].Due++ }, "times"},
-		{"fails", func(s *State) { s.jobs[0].Fails++ }, "fails"},
-		{"reason", func(s *State) { s.jobs[0].LastError = "other" }, "last error"},
+		{"fails", func(s *State) { s.jobs[0].run().Fails++ }, "fails"},
+		{"reason", func(s *State) { s.jobs[0].run().LastError = "other" }, "last error"},
 		{"spec", func(s *State) { s.jobs[1].Spec = &Spec{Target: "c"} }, "spec"},
-		{"history length", func(s *State) { s.jobs[0].Attempts = nil }, "attempts"},
-		{"output", func(s *State) { s.jobs[0].Attempts[0].Output = []byte("x") }, "attempt 1"},
+		{"history length", func(s *State) { s.jobs[0].run().Attempts = nil }, "attempts"},
+		{"output", func(s *State) { s.jobs[0].Attempts()[0].Output = []byte("x") }, "attempt 1"},
 		{"state", func(s *State) { s.jobs[1].State = Failed }, "state"},
 		{"running", func(s *State) { s.running = append(s.running, s.jobs[1]) }, "running"},
 		{"key", func(s *State) { s.keys["k"] = 2 }, "key"},
@@ -583,11 +583,12 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 		mutate func(s *State)
 		want   string
 	}{
-		{"order", func(s *State) {
-			s.ids[0], s.ids[1] = s.ids[1], s.ids[0]
+		{"order", func(s *State) { s.jobs[0], s.jobs[1] = s.jobs[1], s.jobs[0] }, "out of order"},
+		{"slot", func(s *State) {
+			s.ids = []uint64{s.jobs[0].ID, s.jobs[1].ID}
 			s.jobs[0], s.jobs[1] = s.jobs[1], s.jobs[0]
-		}, "out of order"},
-		{"slot", func(s *State) { s.jobs[0], s.jobs[1] = s.jobs[1], s.jobs[0] }, "in the slot of id"},
+		}, "in the slot of id"},
+		{"ids without holes", func(s *State) { s.ids = nil; s.holes = 1 }, "holes"},
 		{"id past next", func(s *State) { s.nextID = 2 }, "out of order"},
 		{"spec", func(s *State) { s.jobs[0].Spec = nil }, "no spec"},
 		{"heap index", func(s *State) { s.jobs[0].index = 5 }, "index 5 is wrong"},
@@ -606,13 +607,13 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 		{"key", func(s *State) { s.keys["k"] = 2 }, "maps to job 2"},
 		{"key count", func(s *State) { s.keys["z"] = 2 }, "keys indexed"},
 		{"zero breaker", func(s *State) { s.breakers["z"] = retry.Breaker{} }, "stored while zero"},
-		{"history order", func(s *State) { s.jobs[0].Attempts[0].N = 7 }, "out of order"},
-		{"history size", func(s *State) { s.jobs[0].Attempts = make([]Attempt, MaxAttemptHistory+1) }, "keeps"},
+		{"history order", func(s *State) { s.jobs[0].Attempts()[0].N = 7 }, "out of order"},
+		{"history size", func(s *State) { s.jobs[0].run().Attempts = make([]Attempt, MaxAttemptHistory+1) }, "keeps"},
 		{"open attempt", func(s *State) {
 			apply(t, s, Op{Kind: OpStart, ID: 2, Attempt: 1})
-			s.jobs[1].Attempts[0].Ended = true
+			s.jobs[1].Attempts()[0].Ended = true
 		}, "not open"},
-		{"fails", func(s *State) { s.jobs[0].Fails = -1 }, "fails"},
+		{"fails", func(s *State) { s.jobs[0].run().Fails = -1 }, "fails"},
 	}
 	for _, b := range breakages {
 		s := build()

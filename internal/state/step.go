@@ -96,12 +96,14 @@ func Step(j *Job, br *retry.Breaker, c retry.Circuit, op *Op) Change {
 		case OpSucceed:
 			j.finish(Succeeded, op.At, "")
 		case OpFail:
-			j.Fails++
-			j.LastError = op.Error
+			r := j.run()
+			r.Fails++
+			r.LastError = op.Error
 			j.finish(Failed, op.At, op.Error)
 		case OpRequeue:
-			j.Fails++
-			j.LastError = op.Error
+			r := j.run()
+			r.Fails++
+			r.LastError = op.Error
 			j.Due = op.Due
 			j.State = Pending
 		}
@@ -121,7 +123,8 @@ func feed(br *retry.Breaker, c retry.Circuit, op *Op) {
 
 // finish ends the job in state st at at, with reason.
 func (j *Job) finish(st JobState, at int64, reason string) {
-	j.State, j.FinishedAt, j.Reason = st, at, reason
+	r := j.run()
+	j.State, r.FinishedAt, r.Reason = st, at, reason
 }
 
 // openAttempt returns attempt n from the history if it has not ended, else

@@ -89,7 +89,12 @@ type Options struct {
 }
 
 // DefaultPayloadCacheBytes is the default of Options.PayloadCacheBytes.
-const DefaultPayloadCacheBytes = 64 << 20
+// The cache is for the jobs about to run (a job due later has its payload
+// in the table from its enqueue: spillAhead); a backlog beyond it costs a
+// read of the table per start. The payloads in memory, those in transit
+// to the table included (throttle), count twice in the peak RSS, as the
+// collector lets the heap grow to twice what it holds.
+const DefaultPayloadCacheBytes = 16 << 20
 
 // Store is the embedded store. It implements store.Store.
 type Store struct {
@@ -404,7 +409,16 @@ func (s *Store) journalLocked(ops []state.Op) func() error {
 	if len(ops) == 0 {
 		return func() error { return nil }
 	}
-	var buf []byte
+	// One buffer of about the records' size: grown by appends, a batch of
+	// large payloads would leave garbage of twice its size behind.
+	size := 0
+	for i := range ops {
+		size += 128
+		if sp := ops[i].Spec; sp != nil {
+			size += len(sp.Payload) + len(sp.Key)
+		}
+	}
+	buf := make([]byte, 0, size)
 	ends := make([]int, len(ops))
 	for i := range ops {
 		buf = state.Encode(buf, &ops[i])
@@ -603,10 +617,9 @@ func (s *Store) readableLocked() error {
 
 // copyJob copies a job out of the state so that it can be read without the lock.
 func copyJob(j *state.Job) state.Job {
-	c := *j
+	c := j.Clone()
 	sp := *j.Spec // the state may drop a spilled payload in place
 	c.Spec = &sp
-	c.Attempts = append([]state.Attempt(nil), j.Attempts...)
 	return c
 }
 

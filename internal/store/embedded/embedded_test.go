@@ -176,7 +176,7 @@ func TestOrphansRequeuedAsFailedAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != state.Pending || j.Fails != 1 || j.Due != 1000 {
+	if j.State != state.Pending || j.Fails() != 1 || j.Due != 1000 {
 		t.Fatalf("orphan after reopen: %+v", j)
 	}
 	// The second (last) attempt is interrupted too: the next claim fails
@@ -191,8 +191,8 @@ func TestOrphansRequeuedAsFailedAttempts(t *testing.T) {
 		t.Fatalf("claim of a spent job: %v %v", cs, err)
 	}
 	j, _ = s.Job(ctx, j.ID)
-	if j.State != state.Failed || !strings.Contains(j.Reason, "interrupted") {
-		t.Fatalf("spent orphan: state %v reason %q", j.State, j.Reason)
+	if j.State != state.Failed || !strings.Contains(j.Reason(), "interrupted") {
+		t.Fatalf("spent orphan: state %v reason %q", j.State, j.Reason())
 	}
 }
 
@@ -257,7 +257,7 @@ func TestDuplicateOutcomeIsIgnored(t *testing.T) {
 	s = openStore(t, dir, 2000)
 	defer s.Close()
 	j, err := s.Job(ctx, cs[0].ID)
-	if err != nil || j.State != state.Succeeded || len(j.Attempts) != 1 {
+	if err != nil || j.State != state.Succeeded || len(j.Attempts()) != 1 {
 		t.Fatalf("after a duplicate outcome and reopen: %+v %v", j, err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +57,14 @@ func cachedCost(p []byte) int64 {
 // specBytes is the size of a Spec.
 const specBytes = int64(unsafe.Sizeof(state.Spec{}))
 
+// spillAhead is how far ahead of its enqueue a job may be due and still
+// keep its payload in memory (within the cache's budget): the cache is for
+// the jobs about to run. The payload of a job due later (a delayed job, a
+// backlog scheduled for when a partner is back) goes to the table at once,
+// so that its job can share its Spec with others (state's compact.go) and
+// a backlog costs memory by its count, not by its bytes.
+const spillAhead = int64(10 * time.Second / time.Millisecond)
+
 // payloadSpill asks for the payload of pending job id, enqueued by record
 // seq, to move to the table.
 type payloadSpill struct{ seq, id uint64 }
@@ -101,8 +108,13 @@ type spiller struct {
 	once sync.Once
 }
 
-// spillBatch is how many finished jobs one round copies at most.
-const spillBatch = 4096
+// spillBatch is how many finished jobs one round copies at most, and
+// spillBatchBytes about how many payload bytes it writes at most: a batch
+// is in memory whole, twice over while the table takes it.
+const (
+	spillBatch      = 4096
+	spillBatchBytes = 4 << 20
+)
 
 // The spiller copies finished jobs out when the store is quiet, so that
 // a burst of short jobs is not slowed by table writes in its midst (on a
@@ -136,8 +148,8 @@ func newSpiller(s *Store, budget int64, fx []effect) *spiller {
 const maxDone = 256 << 10
 
 // throttle holds an enqueuer while memory holds more than the spiller
-// keeps up with: payloads over twice the cache, or more than maxDone
-// finished jobs not yet copied out. Producers then go at the table's pace,
+// keeps up with: payloads over the cache with spills queued, or more than
+// maxDone finished jobs not yet copied out. Producers then go at the table's pace,
 // and memory stays bounded by the configuration, not by the backlog.
 func (sp *spiller) throttle() {
 	s := sp.s
@@ -146,7 +158,7 @@ func (sp *spiller) throttle() {
 	// Only for what the spiller can relieve: queued payload spills, or
 	// finished jobs to copy out (payloads of jobs enqueued under the
 	// budget stay until their jobs finish).
-	for s.failed == nil && !sp.stopped && (sp.budget >= 0 && sp.resident > 2*sp.budget && len(sp.payloads) > 0 || s.st.DoneLen() > maxDone) {
+	for s.failed == nil && !sp.stopped && (sp.budget >= 0 && sp.resident > sp.budget && len(sp.payloads) > 0 || s.st.DoneLen() > maxDone) {
 		sp.hurryLocked()
 		sp.cond.Wait()
 	}
@@ -176,7 +188,7 @@ func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 	case state.OpEnqueue:
 		if n := cachedCost(op.Spec.Payload); n > 0 {
 			sp.resident += n
-			if sp.budget >= 0 && sp.resident > sp.budget {
+			if sp.budget >= 0 && (sp.resident > sp.budget || op.Due-op.At > spillAhead) {
 				sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: op.ID})
 				urgent = true
 			}
@@ -339,19 +351,18 @@ func (sp *spiller) round() (bool, error) {
 		if seq > durable || len(jobs) == spillBatch {
 			return false
 		}
-		c := *j
-		c.Attempts = slices.Clone(j.Attempts)
-		jobs = append(jobs, spillJob{job: c, token: token})
+		jobs = append(jobs, spillJob{job: j.Clone(), token: token})
 		return true
 	})
-	npl := 0
+	npl, nb := 0, 0
 	var pays [][]byte
-	for npl < len(sp.payloads) && sp.payloads[npl].seq <= durable && npl < spillBatch {
+	for npl < len(sp.payloads) && sp.payloads[npl].seq <= durable && npl < spillBatch && nb < spillBatchBytes {
 		var p []byte
 		if j, ok := s.st.Job(sp.payloads[npl].id); ok && !j.State.Finished() && !j.Spilled {
 			p = j.Spec.Payload
 		}
 		pays = append(pays, p)
+		nb += len(p)
 		npl++
 	}
 	pls := sp.payloads[:npl:npl]
@@ -420,7 +431,7 @@ func (sp *spiller) round() (bool, error) {
 	}
 	sp.payloads = sp.payloads[npl:]
 	sp.cond.Broadcast()
-	more := len(jobs) == spillBatch || npl == spillBatch
+	more := len(jobs) == spillBatch || npl == spillBatch || nb >= spillBatchBytes
 	s.mu.Unlock()
 	return more, nil
 }

@@ -133,7 +133,7 @@ func tableOptions(fsys pebblevfs.FS, logf func(string, ...any), readOnly bool) (
 		FS:           fsys,
 		Cache:        cache,
 		DisableWAL:   true,
-		MemTableSize: 32 << 20,
+		MemTableSize: 8 << 20,
 		ReadOnly:     readOnly,
 		Logger:       pebbleLogger{logf},
 	}
@@ -416,7 +416,7 @@ type finishedPut struct {
 // top (a sort of all the keys costs more than it saves).
 func putFinished(b *pebble.Batch, puts []finishedPut) {
 	slices.SortFunc(puts, func(x, y finishedPut) int {
-		return cmp.Or(cmp.Compare(x.j.Part, y.j.Part), cmp.Compare(x.j.ID, y.j.ID))
+		return cmp.Or(cmp.Compare(x.j.Part(), y.j.Part()), cmp.Compare(x.j.ID, y.j.ID))
 	})
 	values := make([][]byte, len(puts))
 	for i, p := range puts {
@@ -424,13 +424,13 @@ func putFinished(b *pebble.Batch, puts []finishedPut) {
 		sp := *p.j.Spec
 		sp.Payload = p.payload
 		c.Spec, c.Spilled = &sp, false
-		b.Set(recordKey(c.Part, c.ID), state.AppendJob(nil, &c), nil)
+		b.Set(recordKey(c.Part(), c.ID), state.AppendJob(nil, &c), nil)
 		values[i] = entryValue(p.j.Spec)
 	}
 	for st := state.Succeeded; st <= state.Cancelled; st++ {
 		for _, p := range puts {
 			if p.j.State == st {
-				b.Set(binary.BigEndian.AppendUint64(statePrefix(p.j.Part, st), p.j.ID), nil, nil)
+				b.Set(binary.BigEndian.AppendUint64(statePrefix(p.j.Part(), st), p.j.ID), nil, nil)
 			}
 		}
 	}
@@ -443,7 +443,7 @@ func putFinished(b *pebble.Batch, puts []finishedPut) {
 		runs := make(map[group][]int)
 		var order []group
 		for i, p := range puts {
-			g := group{p.j.Part, ix.value(p.j.Spec), p.j.State}
+			g := group{p.j.Part(), ix.value(p.j.Spec), p.j.State}
 			if _, ok := runs[g]; !ok {
 				order = append(order, g)
 			}
@@ -463,7 +463,7 @@ func putFinished(b *pebble.Batch, puts []finishedPut) {
 	}
 	for _, p := range puts {
 		if p.j.Spec.Key != "" {
-			b.Set(keyKey(p.j.Part, p.j.Spec.Key), binary.BigEndian.AppendUint64(nil, p.j.ID), nil)
+			b.Set(keyKey(p.j.Part(), p.j.Spec.Key), binary.BigEndian.AppendUint64(nil, p.j.ID), nil)
 		}
 	}
 }
@@ -471,12 +471,12 @@ func putFinished(b *pebble.Batch, puts []finishedPut) {
 // deleteFinished adds to b the deletion of every key finished job j (as
 // an image) has in its partition.
 func deleteFinished(b *pebble.Batch, j *state.Job) {
-	b.Delete(recordKey(j.Part, j.ID), nil)
+	b.Delete(recordKey(j.Part(), j.ID), nil)
 	for _, k := range indexKeys(j) {
 		b.Delete(k, nil)
 	}
 	if j.Spec.Key != "" {
-		b.Delete(keyKey(j.Part, j.Spec.Key), nil)
+		b.Delete(keyKey(j.Part(), j.Spec.Key), nil)
 	}
 }
 
@@ -484,9 +484,9 @@ func deleteFinished(b *pebble.Batch, j *state.Job) {
 // index's first, then the filter indexes'.
 func indexKeys(j *state.Job) [][]byte {
 	keys := make([][]byte, 0, 2+len(filterIndexes))
-	keys = append(keys, binary.BigEndian.AppendUint64(statePrefix(j.Part, j.State), j.ID))
+	keys = append(keys, binary.BigEndian.AppendUint64(statePrefix(j.Part(), j.State), j.ID))
 	for _, ix := range filterIndexes {
-		k := append(valuePrefix(j.Part, ix.key, ix.value(j.Spec)), byte(j.State))
+		k := append(valuePrefix(j.Part(), ix.key, ix.value(j.Spec)), byte(j.State))
 		keys = append(keys, binary.BigEndian.AppendUint64(k, j.ID))
 	}
 	if j.Spec.Schedule != "" {
@@ -500,7 +500,7 @@ func indexKeys(j *state.Job) [][]byte {
 // by a List of that schedule's jobs, which checks the other filters on the
 // records.
 func scheduleKey(j *state.Job) []byte {
-	return binary.BigEndian.AppendUint64(valuePrefix(j.Part, 'c', j.Spec.Schedule), j.ID)
+	return binary.BigEndian.AppendUint64(valuePrefix(j.Part(), 'c', j.Spec.Schedule), j.ID)
 }
 
 // entryValue is the value of every filter index entry of a job with spec
@@ -644,7 +644,7 @@ func (t *table) payloadOf(j *state.Job) ([]byte, error) {
 		return p, err
 	}
 	if j.State.Finished() {
-		rec, err := t.get(recordKey(j.Part, j.ID))
+		rec, err := t.get(recordKey(j.Part(), j.ID))
 		if err != nil {
 			return nil, err
 		}

@@ -162,8 +162,8 @@ func BenchmarkSpillBatch(b *testing.B) {
 	id := uint64(1)
 	for done := 0; done < b.N; done += round {
 		for i := range jobs {
-			jobs[i] = state.Job{ID: id, State: state.Succeeded, Part: 1_700_000_000_000, Spec: &state.Spec{Kind: "bench", Target: "t" + string(rune('0'+id%7)), Payload: make([]byte, 50), Policy: retry.DefaultPolicy()},
-				Attempts: []state.Attempt{{N: 1, StartedAt: 1_700_000_000_000, EndedAt: 1_700_000_000_001, Class: retry.Success, Ended: true}}}
+			jobs[i] = state.Job{ID: id, State: state.Succeeded, Spec: &state.Spec{Kind: "bench", Target: "t" + string(rune('0'+id%7)), Payload: make([]byte, 50), Policy: retry.DefaultPolicy()},
+				Run: &state.Run{Part: 1_700_000_000_000, Attempts: []state.Attempt{{N: 1, StartedAt: 1_700_000_000_000, EndedAt: 1_700_000_000_001, Class: retry.Success, Ended: true}}}}
 			id++
 		}
 		batch := t.db.NewBatch()

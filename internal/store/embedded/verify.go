@@ -193,7 +193,7 @@ func verifyTable(tfs pebblevfs.FS, fsys vfs.FS, dir string, st *state.State, bas
 		if _, ok := st.Job(j.ID); ok {
 			continue // memory's copy wins
 		}
-		c := inTable[j.Part]
+		c := inTable[j.Part()]
 		switch j.State {
 		case state.Succeeded:
 			c.Succeeded++
@@ -202,7 +202,7 @@ func verifyTable(tfs pebblevfs.FS, fsys vfs.FS, dir string, st *state.State, bas
 		case state.Cancelled:
 			c.Cancelled++
 		}
-		inTable[j.Part] = c
+		inTable[j.Part()] = c
 	}
 	if err := it.Error(); err != nil {
 		return records, false, fmt.Errorf("%w: %v", journal.ErrCorrupt, tableError(path, err))
@@ -211,7 +211,7 @@ func verifyTable(tfs pebblevfs.FS, fsys vfs.FS, dir string, st *state.State, bas
 	heldIn := make(map[int64]int)
 	st.Scan(0, false, func(j *state.Job) bool {
 		if j.State.Finished() {
-			heldIn[j.Part]++
+			heldIn[j.Part()]++
 		}
 		return true
 	})

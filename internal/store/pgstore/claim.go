@@ -276,7 +276,7 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 		c.s.feedFlow(target, br, before, &op)
 		switch op.Kind {
 		case state.OpStart:
-			buf = appendAttempt(buf[:0], stored(r.Attempts[len(r.Attempts)-1], node)) // the attempt Step started
+			buf = appendAttempt(buf[:0], stored(r.Attempts()[len(r.Attempts())-1], node)) // the attempt Step started
 			startIDs = append(startIDs, int64(r.ID))
 			startNs = append(startNs, int64(op.Attempt))
 			startLatest = append(startLatest, string(buf))
@@ -450,7 +450,7 @@ func readDue(rows pgx.Rows, want int) ([]*jobRow, error) {
 		var meta []byte
 		p := &r.spec.Policy
 		if err := rows.Scan(&id, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
-			&r.spec.TimeoutMS, &r.Due, &r.FirstDue, &r.Fails, &started, &r.LastError, &r.spec.Queue, &r.spec.Priority, &meta); err != nil {
+			&r.spec.TimeoutMS, &r.Due, &r.FirstDue, &r.run.Fails, &started, &r.run.LastError, &r.spec.Queue, &r.spec.Priority, &meta); err != nil {
 			return nil, err
 		}
 		var err error

@@ -332,16 +332,16 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 		// and the attempt's end.
 		r := state.Job{
 			ID: o.ID, State: state.Running, Started: o.Attempt, Due: fl.facts.Due, FirstDue: fl.facts.FirstDue,
-			Fails: fl.facts.Fails, LastError: fl.facts.LastError, Attempts: []state.Attempt{{N: o.Attempt, StartedAt: fl.startedAt}},
+			Run: &state.Run{Fails: fl.facts.Fails, LastError: fl.facts.LastError, Attempts: []state.Attempt{{N: o.Attempt, StartedAt: fl.startedAt}}},
 		}
 		op := settle(fl.facts, o, now, rs[i])
 		state.Step(&r, nil, s.opts.Circuit, &op)
-		buf = appendAttempt(buf[:0], stored(r.Attempts[0], s.opts.Node))
+		buf = appendAttempt(buf[:0], stored(r.Attempts()[0], s.opts.Node))
 		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.State == state.Pending)
 		ids, ns = append(ids, int64(o.ID)), append(ns, int64(o.Attempt))
-		due, finished = append(due, r.Due), append(finished, r.FinishedAt)
-		states, fails = append(states, int16(r.State)), append(fails, int32(r.Fails))
-		lastErrs, reasons, latests = append(lastErrs, r.LastError), append(reasons, r.Reason), append(latests, string(buf))
+		due, finished = append(due, r.Due), append(finished, r.FinishedAt())
+		states, fails = append(states, int16(r.State)), append(fails, int32(r.Fails()))
+		lastErrs, reasons, latests = append(lastErrs, r.LastError()), append(reasons, r.Reason()), append(latests, string(buf))
 	}
 	if len(ids) == 0 {
 		return f, nil

@@ -58,7 +58,7 @@ func FuzzAppendAttempt(f *testing.F) {
 		}
 		h := []attempt{{N: 1, StartedAt: 2, Node: "x"}, want}
 		r := newRow()
-		r.Attempts, r.nodes = []state.Attempt{h[0].attempt(), h[1].attempt()}, []string{h[0].Node, h[1].Node}
+		r.run.Attempts, r.nodes = []state.Attempt{h[0].attempt(), h[1].attempt()}, []string{h[0].Node, h[1].Node}
 		hist, latest := r.splitHistory()
 		back, err := readHistory([]byte(hist), &latest)
 		if err != nil || (want.N > 1 && !reflect.DeepEqual(back, h)) {

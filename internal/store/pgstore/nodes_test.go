@@ -219,7 +219,7 @@ func TestRescueOfLastAttemptFails(t *testing.T) {
 		t.Fatalf("claim of a spent job: %v %v", cs, err)
 	}
 	j, err := b.Job(ctx, cs[0].ID)
-	if err != nil || j.State != state.Failed || j.Reason != "gave up after 1 attempts: interrupted: node a stopped renewing its lease during attempt 1" {
+	if err != nil || j.State != state.Failed || j.Reason() != "gave up after 1 attempts: interrupted: node a stopped renewing its lease during attempt 1" {
 		t.Fatalf("spent job: %+v %v", j, err)
 	}
 }
@@ -288,7 +288,7 @@ func TestRestartUnderSameNodeRequeues(t *testing.T) {
 	}
 	defer s.Close()
 	j, err := s.Job(ctx, cs[0].ID)
-	if err != nil || j.State != state.Pending || j.Fails != 1 || j.Due != 1000 || !strings.Contains(j.LastError, "node w1 restarted") {
+	if err != nil || j.State != state.Pending || j.Fails() != 1 || j.Due != 1000 || !strings.Contains(j.LastError(), "node w1 restarted") {
 		t.Fatalf("job after the restart: %+v %v", j, err)
 	}
 }

@@ -461,7 +461,7 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("rescue after expiry: %d", n)
 	}
 	j, _ := b.Job(ctx, cs[0].ID)
-	if j.State != state.Pending || j.Fails != 1 || !strings.Contains(j.LastError, "node a stopped renewing its lease") {
+	if j.State != state.Pending || j.Fails() != 1 || !strings.Contains(j.LastError(), "node a stopped renewing its lease") {
 		t.Fatalf("rescued job: %+v", j)
 	}
 	// The breaker is what package state's orphan rule makes of the same
@@ -490,13 +490,13 @@ func TestFencing(t *testing.T) {
 	if _, err := a.Finish(ctx, 2100, func() uint32 { return 0 }, late, store.Limits{}); err != nil {
 		t.Fatalf("a fenced Finish must not fail: %v", err)
 	}
-	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Running || !j.Attempts[0].Ended || j.Attempts[0].Class == retry.Success {
+	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Running || !j.Attempts()[0].Ended || j.Attempts()[0].Class == retry.Success {
 		t.Fatalf("after a's late outcome: %+v", j)
 	}
 	if _, err := b.Finish(ctx, 2200, func() uint32 { return 0 }, []store.Outcome{{ID: cs[0].ID, Attempt: 2, Class: retry.Success, AfterMS: -1}}, store.Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Succeeded || j.FinishedAt != 2200 {
+	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Succeeded || j.FinishedAt() != 2200 {
 		t.Fatalf("after b's outcome: %+v", j)
 	}
 }
@@ -527,7 +527,7 @@ func TestCloseRequeues(t *testing.T) {
 	defer b.Close()
 	for id := uint64(1); id <= 2; id++ {
 		j, err := b.Job(ctx, id)
-		if err != nil || j.State != state.Pending || j.Fails != 1 || j.Due != 1000 || !strings.Contains(j.LastError, "node a closed") {
+		if err != nil || j.State != state.Pending || j.Fails() != 1 || j.Due != 1000 || !strings.Contains(j.LastError(), "node a closed") {
 			t.Fatalf("job %d after Close: %+v %v", id, j, err)
 		}
 	}
@@ -692,11 +692,11 @@ func TestFencingStaleFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != state.Running || j.Fails != 1 || len(j.Attempts) != 2 || j.Attempts[1].Ended ||
-		!strings.Contains(j.Attempts[0].Error, "node a stopped renewing its lease") {
+	if j.State != state.Running || j.Fails() != 1 || len(j.Attempts()) != 2 || j.Attempts()[1].Ended ||
+		!strings.Contains(j.Attempts()[0].Error, "node a stopped renewing its lease") {
 		t.Fatalf("the rescued job after a's late outcome: %+v", j)
 	}
-	if j, _ := a.Job(ctx, kept.ID); j.State != state.Succeeded || j.FinishedAt != 2100 || !j.Attempts[0].Ended || j.Attempts[0].Class != retry.Success {
+	if j, _ := a.Job(ctx, kept.ID); j.State != state.Succeeded || j.FinishedAt() != 2100 || !j.Attempts()[0].Ended || j.Attempts()[0].Class != retry.Success {
 		t.Fatalf("the job a still held: %+v", j)
 	}
 	// The fenced failure did not count against the breaker.
@@ -758,11 +758,11 @@ func TestMigrationMovesLatestAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []state.Attempt{{N: 1, StartedAt: 10, EndedAt: 12, Class: retry.Retryable, Ended: true, Error: "boom"}, {N: 2, StartedAt: 20}}
-	if !reflect.DeepEqual(j.Attempts, want) {
-		t.Fatalf("job 1 attempts after migration: %+v, want %+v", j.Attempts, want)
+	if !reflect.DeepEqual(j.Attempts(), want) {
+		t.Fatalf("job 1 attempts after migration: %+v, want %+v", j.Attempts(), want)
 	}
-	if j, err := s.Job(ctx, 2); err != nil || len(j.Attempts) != 0 {
-		t.Fatalf("job 2 after migration: %+v, %v", j.Attempts, err)
+	if j, err := s.Job(ctx, 2); err != nil || len(j.Attempts()) != 0 {
+		t.Fatalf("job 2 after migration: %+v, %v", j.Attempts(), err)
 	}
 }
 

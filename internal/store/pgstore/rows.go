@@ -86,6 +86,8 @@ func stored(a state.Attempt, node string) attempt {
 type jobRow struct {
 	state.Job
 	spec state.Spec
+	// run is the Job's Run: a row always has one, which its scan fills.
+	run state.Run
 	// nodes[i] is the node that ran Job.Attempts[i].
 	nodes []string
 	// node is the node column: the node of the latest attempt.
@@ -95,23 +97,23 @@ type jobRow struct {
 // newRow returns an empty row, its Spec set.
 func newRow() *jobRow {
 	r := &jobRow{}
-	r.Spec = &r.spec
+	r.Spec, r.Run = &r.spec, &r.run
 	return r
 }
 
 // toJob converts r to the engine's view. r must not be used afterwards.
 func (r *jobRow) toJob() state.Job {
 	j := r.Job
-	spec := r.spec
-	j.Spec = &spec
+	spec, run := r.spec, r.run
+	j.Spec, j.Run = &spec, &run
 	return j
 }
 
 // nodeOf returns the node that ran attempt n, or "" if n is not in the
 // history.
 func (r *jobRow) nodeOf(n uint32) string {
-	for i := len(r.Attempts) - 1; i >= 0; i-- {
-		if r.Attempts[i].N == n {
+	for i := len(r.Attempts()) - 1; i >= 0; i-- {
+		if r.Attempts()[i].N == n {
 			return r.nodes[i]
 		}
 	}
@@ -132,7 +134,7 @@ func (r *jobRow) step(br *retry.Breaker, c retry.Circuit, op *state.Op, node str
 		r.node = node
 		r.nodes = append(r.nodes, node)
 		// Step dropped the oldest attempt beyond state.MaxAttemptHistory.
-		r.nodes = r.nodes[len(r.nodes)-len(r.Attempts):]
+		r.nodes = r.nodes[len(r.nodes)-len(r.Attempts()):]
 	}
 	return ch
 }
@@ -159,7 +161,7 @@ func scanRow(row pgx.Row) (*jobRow, error) {
 	p := &r.spec.Policy
 	err := row.Scan(&id, &st, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &r.spec.Key,
 		&p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS, &r.spec.TimeoutMS,
-		&r.Due, &r.FirstDue, &r.EnqueuedAt, &r.FinishedAt, &r.Fails, &started, &r.LastError, &r.Reason, &hist, &latest, &r.node, &meta, &replayOf, &r.spec.Queue, &r.spec.Priority,
+		&r.Due, &r.FirstDue, &r.EnqueuedAt, &r.run.FinishedAt, &r.run.Fails, &started, &r.run.LastError, &r.run.Reason, &hist, &latest, &r.node, &meta, &replayOf, &r.spec.Queue, &r.spec.Priority,
 		&r.spec.Schedule, &r.spec.Tick)
 	if err != nil {
 		return nil, err
@@ -174,9 +176,9 @@ func scanRow(row pgx.Row) (*jobRow, error) {
 		return nil, fmt.Errorf("pgstore: job %d: %w", id, err)
 	}
 	if len(h) > 0 {
-		r.Attempts, r.nodes = make([]state.Attempt, len(h)), make([]string, len(h))
+		r.run.Attempts, r.nodes = make([]state.Attempt, len(h)), make([]string, len(h))
 		for i, a := range h {
-			r.Attempts[i] = a.attempt()
+			r.run.Attempts[i] = a.attempt()
 			r.nodes[i] = a.Node
 		}
 	}
@@ -210,7 +212,7 @@ func readHistory(hist []byte, latest *string) ([]attempt, error) {
 // splitHistory is the inverse of readHistory: r's history column (every
 // attempt but the latest, as JSON) and its latest column ("" for none).
 func (r *jobRow) splitHistory() (hist, latest string) {
-	h := r.Attempts
+	h := r.Attempts()
 	if len(h) == 0 {
 		return "[]", ""
 	}
@@ -263,9 +265,9 @@ func (s *Store) writeRows(ctx context.Context, tx querier, rows []*jobRow, chang
 		}
 		hist, latest := r.splitHistory()
 		requeued = requeued || r.State == state.Pending
-		ids, due, finished = append(ids, int64(r.ID)), append(due, r.Due), append(finished, r.FinishedAt)
-		states, fails = append(states, int16(r.State)), append(fails, int32(r.Fails))
-		lastErrs, reasons, histories = append(lastErrs, r.LastError), append(reasons, r.Reason), append(histories, hist)
+		ids, due, finished = append(ids, int64(r.ID)), append(due, r.Due), append(finished, r.FinishedAt())
+		states, fails = append(states, int16(r.State)), append(fails, int32(r.Fails()))
+		lastErrs, reasons, histories = append(lastErrs, r.LastError()), append(reasons, r.Reason()), append(histories, hist)
 		latests = append(latests, latest)
 	}
 	if len(ids) > 0 {

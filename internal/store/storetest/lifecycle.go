@@ -89,8 +89,8 @@ func testTargetGone(t *testing.T, open Opener) {
 	if len(more) != 0 {
 		t.Fatalf("the write that disabled the target claimed %v", ids(more))
 	}
-	if j := wantState(t, s, a, state.Failed); !strings.Contains(j.Reason, "410") {
-		t.Fatalf("job %d failed with %q", a, j.Reason)
+	if j := wantState(t, s, a, state.Failed); !strings.Contains(j.Reason(), "410") {
+		t.Fatalf("job %d failed with %q", a, j.Reason())
 	}
 	ti := lifeOf(t, s, gone)
 	if !ti.Life.Disabled || ti.Life.DisabledAt != T0+10 || !strings.Contains(ti.Life.Reason, "gone") || !strings.Contains(ti.Life.Reason, "410") {

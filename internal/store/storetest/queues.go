@@ -201,10 +201,10 @@ func testSnooze(t *testing.T, open Opener) {
 		}
 		finish(t, s, now+1, store.Outcome{ID: id, Attempt: c[0].Attempt, Snooze: true, AfterMS: 999})
 		j := wantState(t, s, id, state.Pending)
-		if j.Fails != 0 || j.Due != now+1000 {
-			t.Fatalf("after snooze %d: fails %d, due T0+%d; want 0, T0+%d", n, j.Fails, j.Due-T0, now+1000-T0)
+		if j.Fails() != 0 || j.Due != now+1000 {
+			t.Fatalf("after snooze %d: fails %d, due T0+%d; want 0, T0+%d", n, j.Fails(), j.Due-T0, now+1000-T0)
 		}
-		if a := j.Attempts[len(j.Attempts)-1]; !a.Ended || a.EndedAt != now+1 {
+		if a := j.Attempts()[len(j.Attempts())-1]; !a.Ended || a.EndedAt != now+1 {
 			t.Fatalf("the snoozed attempt reads %+v: want ended at the snooze", a)
 		}
 		if more := claim(t, s, now+999, all); len(more) != 0 {

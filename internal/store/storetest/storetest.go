@@ -14,17 +14,17 @@ type JobView struct {
 // View copies the exported fields of j into a JobView.
 func View(j state.Job) JobView {
 	v := JobView{Spec: *j.Spec, Job: state.Job{
-		ID: j.ID, Due: j.Due, FirstDue: j.FirstDue, EnqueuedAt: j.EnqueuedAt, FinishedAt: j.FinishedAt,
-		Fails: j.Fails, LastError: j.LastError, Reason: j.Reason, Started: j.Started, State: j.State,
+		ID: j.ID, Due: j.Due, FirstDue: j.FirstDue, EnqueuedAt: j.EnqueuedAt, Started: j.Started, State: j.State,
+		Run: &state.Run{FinishedAt: j.FinishedAt(), Fails: j.Fails(), LastError: j.LastError(), Reason: j.Reason()},
 	}}
 	if len(v.Spec.Payload) == 0 {
 		v.Spec.Payload = nil
 	}
-	for _, a := range j.Attempts {
+	for _, a := range j.Attempts() {
 		if len(a.Output) == 0 {
 			a.Output = nil
 		}
-		v.Job.Attempts = append(v.Job.Attempts, a)
+		v.Job.Run.Attempts = append(v.Job.Run.Attempts, a)
 	}
 	return v
 }

@@ -169,7 +169,7 @@ func wantState(t *testing.T, s store.Store, id uint64, want state.JobState) stat
 	t.Helper()
 	j := job(t, s, id)
 	if j.State != want {
-		t.Fatalf("job %d is %v, want %v (reason %q, last error %q)", id, j.State, want, j.Reason, j.LastError)
+		t.Fatalf("job %d is %v, want %v (reason %q, last error %q)", id, j.State, want, j.Reason(), j.LastError())
 	}
 	return j
 }
@@ -197,7 +197,7 @@ func testEnqueueThenJob(t *testing.T, open Opener) {
 	if !reflect.DeepEqual(*j.Spec, sp) {
 		t.Errorf("spec read back\n%+v\nwant\n%+v", *j.Spec, sp)
 	}
-	if j.Due != T0+10 || j.FirstDue != T0+10 || j.EnqueuedAt != T0 || j.FinishedAt != 0 || j.Started != 0 || j.Fails != 0 || len(j.Attempts) != 0 {
+	if j.Due != T0+10 || j.FirstDue != T0+10 || j.EnqueuedAt != T0 || j.FinishedAt() != 0 || j.Started != 0 || j.Fails() != 0 || len(j.Attempts()) != 0 {
 		t.Errorf("a new job reads %+v: want due and first due %d, enqueued at %d, nothing started", j, T0+10, T0)
 	}
 	next := enqueueOne(t, s, T0+1, T0, spec("c", ""))
@@ -317,7 +317,7 @@ func testClaimDueOrder(t *testing.T, open Opener) {
 		if cl.Attempt != 1 || cl.Kind != j.Spec.Kind || cl.Target != j.Spec.Target || !bytes.Equal(cl.Payload, j.Spec.Payload) || cl.TimeoutMS != j.Spec.TimeoutMS {
 			t.Errorf("claim %+v does not carry its job's attempt 1, kind, target, payload and timeout (%+v)", cl, *j.Spec)
 		}
-		if j.Started != 1 || len(j.Attempts) != 1 || j.Attempts[0].N != 1 || j.Attempts[0].StartedAt != T0 || j.Attempts[0].Ended {
+		if j.Started != 1 || len(j.Attempts()) != 1 || j.Attempts()[0].N != 1 || j.Attempts()[0].StartedAt != T0 || j.Attempts()[0].Ended {
 			t.Errorf("a started job reads %+v: want attempt 1 open, started at T0", j)
 		}
 	}
@@ -420,10 +420,10 @@ func testSuccess(t *testing.T, open Opener) {
 	out.Output = []byte("done")
 	finish(t, s, T0+30, out)
 	j := wantState(t, s, id, state.Succeeded)
-	if j.FinishedAt != T0+30 || len(j.Attempts) != 1 {
+	if j.FinishedAt() != T0+30 || len(j.Attempts()) != 1 {
 		t.Fatalf("a succeeded job reads %+v", j)
 	}
-	a := j.Attempts[0]
+	a := j.Attempts()[0]
 	if !a.Ended || a.Class != retry.Success || a.EndedAt != T0+30 || string(a.Output) != "done" {
 		t.Errorf("its attempt reads %+v: want ended at T0+30, success, output kept", a)
 	}
@@ -458,10 +458,10 @@ func testRetryThenGiveUp(t *testing.T, open Opener) {
 	c := claim(t, s, T0, all)
 	finish(t, s, T0+10, outcome(c[0], retry.Retryable, "boom 1"))
 	j := wantState(t, s, id, state.Pending)
-	if j.Due != T0+10+57 || j.Fails != 1 || j.LastError != "boom 1" {
-		t.Fatalf("after a retryable failure: due %d (want %d: 100 ms jittered by the random 7), fails %d, last error %q", j.Due-T0, 10+57, j.Fails, j.LastError)
+	if j.Due != T0+10+57 || j.Fails() != 1 || j.LastError() != "boom 1" {
+		t.Fatalf("after a retryable failure: due %d (want %d: 100 ms jittered by the random 7), fails %d, last error %q", j.Due-T0, 10+57, j.Fails(), j.LastError())
 	}
-	if a := j.Attempts[0]; !a.Ended || a.Class != retry.Retryable || a.Error != "boom 1" {
+	if a := j.Attempts()[0]; !a.Ended || a.Class != retry.Retryable || a.Error != "boom 1" {
 		t.Errorf("the failed attempt reads %+v", a)
 	}
 	if early := claim(t, s, j.Due-1, all); len(early) != 0 {
@@ -473,8 +473,8 @@ func testRetryThenGiveUp(t *testing.T, open Opener) {
 	}
 	finish(t, s, j.Due+1, outcome(c[0], retry.Retryable, "boom 2"))
 	j = wantState(t, s, id, state.Failed)
-	if j.Fails != 2 || j.FinishedAt != j.Due+1 && j.FinishedAt == 0 || !strings.Contains(j.Reason, "gave up after 2 attempts") || !strings.Contains(j.Reason, "boom 2") {
-		t.Errorf("a job out of attempts reads fails %d, reason %q, finished at %d", j.Fails, j.Reason, j.FinishedAt)
+	if j.Fails() != 2 || j.FinishedAt() != j.Due+1 && j.FinishedAt() == 0 || !strings.Contains(j.Reason(), "gave up after 2 attempts") || !strings.Contains(j.Reason(), "boom 2") {
+		t.Errorf("a job out of attempts reads fails %d, reason %q, finished at %d", j.Fails(), j.Reason(), j.FinishedAt())
 	}
 }
 
@@ -502,11 +502,11 @@ func testPermanentAndUnsafe(t *testing.T, open Opener) {
 	u := enqueueOne(t, s, T0, T0, spec("k", "t"))
 	c := claim(t, s, T0, all)
 	finish(t, s, T0+1, outcome(c[0], retry.Permanent, "bad request"), outcome(c[1], retry.Unsafe, "timeout after send"))
-	if j := wantState(t, s, p, state.Failed); !strings.Contains(j.Reason, "permanent") || !strings.Contains(j.Reason, "bad request") || j.Started != 1 {
-		t.Errorf("a permanent failure reads reason %q after %d attempts", j.Reason, j.Started)
+	if j := wantState(t, s, p, state.Failed); !strings.Contains(j.Reason(), "permanent") || !strings.Contains(j.Reason(), "bad request") || j.Started != 1 {
+		t.Errorf("a permanent failure reads reason %q after %d attempts", j.Reason(), j.Started)
 	}
-	if j := wantState(t, s, u, state.Failed); !strings.Contains(j.Reason, "unsafe") || !strings.Contains(j.Reason, "timeout after send") || j.Started != 1 {
-		t.Errorf("an unsafe failure reads reason %q after %d attempts", j.Reason, j.Started)
+	if j := wantState(t, s, u, state.Failed); !strings.Contains(j.Reason(), "unsafe") || !strings.Contains(j.Reason(), "timeout after send") || j.Started != 1 {
+		t.Errorf("an unsafe failure reads reason %q after %d attempts", j.Reason(), j.Started)
 	}
 	// The unsafe failure counted against the breaker, the permanent one
 	// did not: one failure, below the threshold of 2.
@@ -527,11 +527,11 @@ func testStaleOutcomeIgnored(t *testing.T, open Opener) {
 	finish(t, s, T0+2, outcome(c[0], retry.Success, ""))
 	finish(t, s, T0+3, outcome(c[0], retry.Retryable, "late duplicate"))
 	j := wantState(t, s, id, state.Succeeded)
-	if j.FinishedAt != T0+2 || j.Fails != 0 {
+	if j.FinishedAt() != T0+2 || j.Fails() != 0 {
 		t.Errorf("a second outcome of an ended attempt changed the job: %+v", j)
 	}
-	if len(j.Attempts) != 1 || j.Attempts[0].Class != retry.Success || j.Attempts[0].EndedAt != T0+2 || j.Attempts[0].Error != "" {
-		t.Errorf("a second outcome of an ended attempt rewrote its history: %+v", j.Attempts)
+	if len(j.Attempts()) != 1 || j.Attempts()[0].Class != retry.Success || j.Attempts()[0].EndedAt != T0+2 || j.Attempts()[0].Error != "" {
+		t.Errorf("a second outcome of an ended attempt rewrote its history: %+v", j.Attempts())
 	}
 }
 
@@ -555,11 +555,11 @@ func testOutcomeOfEarlierAttempt(t *testing.T, open Opener) {
 	}
 	finish(t, s, T0+3, outcome(first[0], retry.Success, ""))
 	j := wantState(t, s, id, state.Running)
-	if j.Started != 2 || len(j.Attempts) != 2 || !j.Attempts[0].Ended || j.Attempts[0].Class != retry.Success || j.Attempts[1].Ended || j.FinishedAt != 0 {
+	if j.Started != 2 || len(j.Attempts()) != 2 || !j.Attempts()[0].Ended || j.Attempts()[0].Class != retry.Success || j.Attempts()[1].Ended || j.FinishedAt() != 0 {
 		t.Fatalf("after the outcome of attempt 1 while attempt 2 runs: %+v, want attempt 1 ended, attempt 2 open, the job running", j)
 	}
 	finish(t, s, T0+4, outcome(second[0], retry.Retryable, "again"))
-	if j := wantState(t, s, id, state.Pending); j.Fails != 1 || j.LastError != "again" || !j.Attempts[1].Ended {
+	if j := wantState(t, s, id, state.Pending); j.Fails() != 1 || j.LastError() != "again" || !j.Attempts()[1].Ended {
 		t.Errorf("after the outcome of attempt 2: %+v, want pending with one failure", j)
 	}
 }
@@ -572,8 +572,8 @@ func testDeadline(t *testing.T, open Opener) {
 	if got := claim(t, s, T0+100, all); len(got) != 0 {
 		t.Fatalf("claimed %v at the deadline", ids(got))
 	}
-	if j := wantState(t, s, late, state.Failed); j.Started != 0 || !strings.Contains(j.Reason, "deadline passed") {
-		t.Errorf("a job past its deadline reads reason %q, %d attempts", j.Reason, j.Started)
+	if j := wantState(t, s, late, state.Failed); j.Started != 0 || !strings.Contains(j.Reason(), "deadline passed") {
+		t.Errorf("a job past its deadline reads reason %q, %d attempts", j.Reason(), j.Started)
 	}
 	// A retry whose wait reaches past the deadline fails at once.
 	retried := enqueueOne(t, s, T0, T0+200, func() state.Spec { sp := sp; sp.Policy.DeadlineMS = 30; return sp }())
@@ -582,8 +582,8 @@ func testDeadline(t *testing.T, open Opener) {
 		t.Fatalf("claim: %v, want [%d]", ids(c), retried)
 	}
 	finish(t, s, T0+210, outcome(c[0], retry.Retryable, "slow"))
-	if j := wantState(t, s, retried, state.Failed); !strings.Contains(j.Reason, "deadline passed") || !strings.Contains(j.Reason, "slow") {
-		t.Errorf("a retry past the deadline reads reason %q", j.Reason)
+	if j := wantState(t, s, retried, state.Failed); !strings.Contains(j.Reason(), "deadline passed") || !strings.Contains(j.Reason(), "slow") {
+		t.Errorf("a retry past the deadline reads reason %q", j.Reason())
 	}
 }
 
@@ -652,8 +652,8 @@ func testCancel(t *testing.T, open Opener) {
 	if r, err := s.Cancel(ctx, T0+1, pending, "not needed"); err != nil || r {
 		t.Fatalf("Cancel of a pending job: running %v, %v", r, err)
 	}
-	if j := wantState(t, s, pending, state.Cancelled); j.Reason != "not needed" || j.FinishedAt != T0+1 {
-		t.Errorf("a cancelled job reads reason %q, finished at T0+%d", j.Reason, j.FinishedAt-T0)
+	if j := wantState(t, s, pending, state.Cancelled); j.Reason() != "not needed" || j.FinishedAt() != T0+1 {
+		t.Errorf("a cancelled job reads reason %q, finished at T0+%d", j.Reason(), j.FinishedAt()-T0)
 	}
 	if r, err := s.Cancel(ctx, T0+2, running, "stop it"); err != nil || !r {
 		t.Fatalf("Cancel of a running job: running %v, %v; want running true", r, err)
@@ -663,7 +663,7 @@ func testCancel(t *testing.T, open Opener) {
 	// and the breaker, and the job stays cancelled.
 	finish(t, s, T0+3, outcome(c[0], retry.Retryable, "context canceled"))
 	j := wantState(t, s, running, state.Cancelled)
-	if a := j.Attempts[len(j.Attempts)-1]; !a.Ended || a.Class != retry.Retryable {
+	if a := j.Attempts()[len(j.Attempts())-1]; !a.Ended || a.Class != retry.Retryable {
 		t.Errorf("the cancelled job's attempt reads %+v, want ended retryable", a)
 	}
 	if _, err := s.Cancel(ctx, T0+4, pending, "again"); !errors.Is(err, store.ErrFinished) {
@@ -689,7 +689,7 @@ func testRetry(t *testing.T, open Opener) {
 		t.Fatalf("Retry: %v", err)
 	}
 	j := wantState(t, s, id, state.Pending)
-	if j.Due != T0+50 || j.FirstDue != T0+50 || j.Fails != 0 || j.FinishedAt != 0 || j.Reason != "" {
+	if j.Due != T0+50 || j.FirstDue != T0+50 || j.Fails() != 0 || j.FinishedAt() != 0 || j.Reason() != "" {
 		t.Errorf("a retried job reads %+v: want due now with a fresh budget", j)
 	}
 	if err := s.Retry(ctx, T0+51, id); !errors.Is(err, store.ErrNotFailed) {
@@ -704,8 +704,8 @@ func testRetry(t *testing.T, open Opener) {
 	}
 	finish(t, s, T0+60, outcome(c[0], retry.Success, ""))
 	j = wantState(t, s, id, state.Succeeded)
-	if len(j.Attempts) != 2 || j.Attempts[0].N != 1 || j.Attempts[1].N != 2 {
-		t.Errorf("history after a retry: %+v, want attempts 1 and 2", j.Attempts)
+	if len(j.Attempts()) != 2 || j.Attempts()[0].N != 1 || j.Attempts()[1].N != 2 {
+		t.Errorf("history after a retry: %+v, want attempts 1 and 2", j.Attempts())
 	}
 	cancelled := enqueueOne(t, s, T0+70, T0+9999, spec("k", ""))
 	if _, err := s.Cancel(ctx, T0+71, cancelled, "oops"); err != nil {
