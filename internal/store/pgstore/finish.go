@@ -17,7 +17,8 @@ import (
 // finished attempts held. An outcome is recorded only if its attempt is
 // still open and was started by this node (fencing): an attempt that was
 // rescued after this node missed its lease has ended already, and its late
-// outcome is logged and dropped.
+// outcome is logged and dropped. Each outcome's Verdict says what was
+// recorded, from the decisions made here: the engine asks nothing more.
 func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome, lim store.Limits) ([]store.Claim, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
@@ -49,9 +50,11 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		seenNonZero map[string]retry.Breaker
 		disabled    []state.Op // the targets the outcomes disabled (lifecycle.go)
 		fastLives   map[string]state.TargetLife
+		verdicts    []store.Verdict // of each outcome
 	)
 	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
 		brs := make(map[string]*breakerRow)
+		verdicts = make([]store.Verdict, len(outs))
 		res = claimResult{}
 		// One round trip: BEGIN, the outcomes that have a flight, every
 		// breaker that is not the zero one, and the claim's first due
@@ -87,7 +90,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			return nil, err
 		}
 		var slowRecorded bool
-		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero, flows)
+		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero, flows, verdicts)
 		seenNonZero, disabled, fastLives = nonZero, fast.disabled, fast.lives
 		if err != nil {
 			return nil, err
@@ -121,6 +124,9 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	if err != nil {
 		s.invalidate()
 		return nil, fmt.Errorf("pgstore: finish: %w", err)
+	}
+	for i, v := range verdicts {
+		outs[i].Verdict = v
 	}
 	s.noteTrouble(seenNonZero)
 	s.noteDisabled(fastLives, disabled)
@@ -190,8 +196,9 @@ func (s *Store) noteTrouble(nonZero map[string]retry.Breaker) {
 
 // settleTx records outcomes in tx (rs holds one random draw per outcome,
 // fls the flight of each outcome's attempt where this node claimed it) and
-// returns the fenced-off ones and whether a job became pending again. The
-// breakers it reads (and writes) are added to brs.
+// returns the fenced-off ones and whether a job became pending again; it
+// sets verdicts[i] (len(outs) of them, zero on entry) of each outcome it
+// records. The breakers it reads (and writes) are added to brs.
 //
 // An outcome with a flight is decided on the flight's facts and recorded
 // by one UPDATE for all of them that requires each row to still be this
@@ -201,7 +208,7 @@ func (s *Store) noteTrouble(nonZero map[string]retry.Breaker) {
 // on their rows, read FOR UPDATE, as before. The breakers then take the
 // recorded outcomes in the batch's order, as the embedded store applies
 // them.
-func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32, outs []store.Outcome, fls []*flight, fast *fastSettle, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, flows map[string]state.Flow) (fenced []store.Outcome, requeued, slowRecorded bool, err error) {
+func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32, outs []store.Outcome, fls []*flight, fast *fastSettle, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, flows map[string]state.Flow, verdicts []store.Verdict) (fenced []store.Outcome, requeued, slowRecorded bool, err error) {
 	if len(outs) == 0 {
 		return nil, false, false, nil
 	}
@@ -209,7 +216,7 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 	// What each outcome was decided to be, and its target, once recorded.
 	ops := make([]*state.Op, len(outs))
 	targets := make([]string, len(outs))
-	requeued = fast.results(outs, ops, targets, fls)
+	requeued = fast.results(outs, ops, targets, fls, verdicts)
 	var slow []int // indexes of the outcomes not recorded yet
 	for i := range outs {
 		if ops[i] == nil {
@@ -241,6 +248,7 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 			op := settle(r.facts(), o, now, rs[i])
 			if r.step(nil, c, &op, "").Fed {
 				ops[i], targets[i] = &op, r.spec.Target
+				verdicts[i] = store.VerdictOf(&r.Job, o.Attempt)
 			}
 			changed[r] = true
 			slowRecorded = true
@@ -296,9 +304,10 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 // fastSettle is the UPDATE of the outcomes that have a flight, queued in a
 // batch (queueSettleFast), and what it recorded once the batch ran.
 type fastSettle struct {
-	idx      []int       // the outcomes it holds
-	ops      []*state.Op // their decisions
-	retry    []bool      // whether each makes its job pending again
+	idx      []int           // the outcomes it holds
+	ops      []*state.Op     // their decisions
+	retry    []bool          // whether each makes its job pending again
+	verdicts []store.Verdict // each one's, once recorded
 	recorded map[int64]bool
 	// lives are the lifecycle rows read in the first round trip, and
 	// disabled the disables settleTx wrote (lifecycle.go).
@@ -338,6 +347,7 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 		state.Step(&r, nil, s.opts.Circuit, &op)
 		buf = appendAttempt(buf[:0], stored(r.Attempts[0], s.opts.Node))
 		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.State == state.Pending)
+		f.verdicts = append(f.verdicts, store.VerdictOf(&r, o.Attempt))
 		ids, ns = append(ids, int64(o.ID)), append(ns, int64(o.Attempt))
 		due, finished = append(due, r.Due), append(finished, r.FinishedAt)
 		states, fails = append(states, int16(r.State)), append(fails, int32(r.Fails))
@@ -372,12 +382,13 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 	return f, nil
 }
 
-// results sets ops[i] and targets[i] (from fls) of each outcome the UPDATE
-// recorded, and reports whether one of them made its job pending again.
-func (f *fastSettle) results(outs []store.Outcome, ops []*state.Op, targets []string, fls []*flight) (requeued bool) {
+// results sets ops[i], targets[i] (from fls) and verdicts[i] of each
+// outcome the UPDATE recorded, and reports whether one of them made its
+// job pending again.
+func (f *fastSettle) results(outs []store.Outcome, ops []*state.Op, targets []string, fls []*flight, verdicts []store.Verdict) (requeued bool) {
 	for n, i := range f.idx {
 		if f.recorded[int64(outs[i].ID)] {
-			ops[i], targets[i] = f.ops[n], fls[i].target
+			ops[i], targets[i], verdicts[i] = f.ops[n], fls[i].target, f.verdicts[n]
 			requeued = requeued || f.retry[n]
 		}
 	}
