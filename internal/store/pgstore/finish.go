@@ -44,13 +44,15 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		gen = s.claimBegins()
 	}
 	var (
-		fenced      []store.Outcome
-		requeued    bool
-		res         claimResult
-		seenNonZero map[string]retry.Breaker
-		disabled    []state.Op // the targets the outcomes disabled (lifecycle.go)
-		fastLives   map[string]state.TargetLife
-		verdicts    []store.Verdict // of each outcome
+		fenced       []store.Outcome
+		requeued     bool
+		fast         *fastSettle
+		slowRecorded bool
+		res          claimResult
+		seenNonZero  map[string]retry.Breaker
+		disabled     []state.Op // the targets the outcomes disabled (lifecycle.go)
+		fastLives    map[string]state.TargetLife
+		verdicts     []store.Verdict // of each outcome
 	)
 	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
 		brs := make(map[string]*breakerRow)
@@ -71,7 +73,8 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		if lim.Max > 0 {
 			queueQueues(b, &queues)
 		}
-		fast, err := s.queueSettleFast(b, now, rs, outs, fls)
+		var err error
+		fast, err = s.queueSettleFast(b, now, rs, outs, fls)
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +92,6 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
-		var slowRecorded bool
 		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero, flows, verdicts)
 		seenNonZero, disabled, fastLives = nonZero, fast.disabled, fast.lives
 		if err != nil {
@@ -149,7 +151,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// the handlers returned).
 		s.wake()
 	}
-	if requeued || res.deferred || bounded {
+	if requeued && !retriesKnown(res, fast, slowRecorded) || res.deferred || bounded {
 		// Other nodes' cached next due time does not know the retries'
 		// and deferrals' due times.
 		s.wakeNodes()
@@ -159,6 +161,21 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			"job", o.ID, "attempt", o.Attempt, "class", o.Class.String(), "node", s.opts.Node)
 	}
 	return res.claims, nil
+}
+
+// retriesKnown reports whether the other nodes know already, without a
+// NOTIFY, of the jobs that an outcome batch made pending again: all of
+// them were recorded by the one UPDATE (fast; a retry decided on its row
+// NOTIFYs in the transaction, see writeRows), and the batch's claim
+// stopped at its limit before a pending job due earlier than any of them
+// (res.more, res.next), which was pending before the batch and so was
+// announced when it became so. A node that knows a job is due by then
+// claims when it has a free slot, and its claim reads the due jobs in
+// order, these among them; a node without one does not need to know.
+// Under a backlog (W3: every job fails twice, and 500 wait) this spares
+// a transaction, and its WAL flush, per outcome batch: the notifier's.
+func retriesKnown(res claimResult, fast *fastSettle, slowRecorded bool) bool {
+	return !slowRecorded && res.more && fast.requeued && res.next < fast.earliest
 }
 
 // breakersToLock returns the targets whose breakers an outcome batch
@@ -304,9 +321,13 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 // fastSettle is the UPDATE of the outcomes that have a flight, queued in a
 // batch (queueSettleFast), and what it recorded once the batch ran.
 type fastSettle struct {
-	idx      []int           // the outcomes it holds
-	ops      []*state.Op     // their decisions
-	retry    []bool          // whether each makes its job pending again
+	idx   []int       // the outcomes it holds
+	ops   []*state.Op // their decisions
+	retry []bool      // whether each makes its job pending again
+	// requeued: a job the UPDATE recorded is pending again, the earliest
+	// due at earliest (results).
+	requeued bool
+	earliest int64
 	verdicts []store.Verdict // each one's, once recorded
 	recorded map[int64]bool
 	// lives are the lifecycle rows read in the first round trip, and
@@ -389,10 +410,12 @@ func (f *fastSettle) results(outs []store.Outcome, ops []*state.Op, targets []st
 	for n, i := range f.idx {
 		if f.recorded[int64(outs[i].ID)] {
 			ops[i], targets[i], verdicts[i] = f.ops[n], fls[i].target, f.verdicts[n]
-			requeued = requeued || f.retry[n]
+			if f.retry[n] && (!f.requeued || f.ops[n].Due < f.earliest) {
+				f.requeued, f.earliest = true, f.ops[n].Due
+			}
 		}
 	}
-	return requeued
+	return f.requeued
 }
 
 // settle decides the op of outcome o of job f at now: a snooze, or what
