@@ -18,7 +18,8 @@ import (
 // still open and was started by this node (fencing): an attempt that was
 // rescued after this node missed its lease has ended already, and its late
 // outcome is logged and dropped. Each outcome's Verdict says what was
-// recorded, from the decisions made here: the engine asks nothing more.
+// recorded, from the decisions made here: the engine reads back only the
+// jobs of the outcomes without one (fenced off).
 func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome, lim store.Limits) ([]store.Claim, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
@@ -173,7 +174,8 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 // claims when it has a free slot, and its claim reads the due jobs in
 // order, these among them; a node without one does not need to know.
 // Under a backlog (W3: every job fails twice, and 500 wait) this spares
-// a transaction, and its WAL flush, per outcome batch: the notifier's.
+// a transaction per outcome batch: the notifier's, with its round trip,
+// its xid and the lock that serializes notifying commits.
 func retriesKnown(res claimResult, fast *fastSettle, slowRecorded bool) bool {
 	return !slowRecorded && res.more && fast.requeued && res.next < fast.earliest
 }
