@@ -85,3 +85,52 @@ func TestRetryWakesOtherNodes(t *testing.T) {
 	}
 	announced("the retry")
 }
+
+// TestClaimDoesNotWaitForAClosedBreaker: a claim admits jobs of a target
+// whose breaker has failures but is closed without locking the breaker's
+// row (admission leaves a closed breaker as it is), so it does not queue
+// behind a transaction that holds the row, as an outcome batch of the
+// target's failures does until its commit.
+func TestClaimDoesNotWaitForAClosedBreaker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, url := openTest(t, Options{Node: "a", PollEvery: time.Hour})
+	spec := state.Spec{Kind: "k", Target: "t", Policy: retry.Policy{Attempts: 3, BaseMS: 100, CapMS: 100}}
+	if _, err := s.Enqueue(ctx, 1000, []store.NewJob{{Spec: spec, Due: 1000}, {Spec: spec, Due: 2000}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Claim(ctx, 1000, store.Limits{Max: 1})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	outs := []store.Outcome{{ID: cs[0].ID, Attempt: 1, Class: retry.Retryable, AfterMS: -1, Error: "boom"}}
+	if _, err := s.Finish(ctx, 1010, func() uint32 { return 7 }, outs, store.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := s.Targets(ctx)
+	if err != nil || len(ts) != 1 || ts[0].Breaker.State != retry.Closed || len(ts[0].Breaker.Fails) != 1 {
+		t.Fatalf("the target's breaker after one failure: %+v %v, want closed with one failure (threshold %d)", ts, err, testCircuit.Threshold)
+	}
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM runlog_breakers WHERE target = 't' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got, err := s.Claim(cctx, 2000, store.Limits{Max: 2})
+	if err != nil {
+		t.Fatalf("a claim while another transaction holds the closed breaker's row: %v (it waited for the lock)", err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("claimed %+v, want the retry and the second job", got)
+	}
+}
