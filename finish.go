@@ -107,6 +107,9 @@ func (r *Runner) settle(batch []ended) {
 	if !ok {
 		return
 	}
+	for i := range batch {
+		batch[i].Verdict = outs[i].Verdict
+	}
 	r.release(held - len(claims))
 	// The outcomes are applied now: a slow start's window has grown (or
 	// its places freed) only now, so jobs held back may start: the next

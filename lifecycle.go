@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
 	"github.com/runlog/runlog/retry"
 )
@@ -78,9 +77,10 @@ type ended struct {
 // finished reports the ends that a batch of outcomes, now durable, made
 // known: successes, retries, and failures after which the job died (a
 // permanent or unsafe outcome always; a retryable one when it was the last
-// attempt the job had, which the store is asked about). It tells the
-// JobObserver, the log, the subscriptions and the Waits of the jobs, and
-// costs nothing when none of them listens.
+// attempt the job had, which the outcome's Verdict says, or else the job,
+// asked of the store). It tells the JobObserver, the log, the
+// subscriptions and the Waits of the jobs, and costs nothing when none of
+// them listens.
 func (r *Runner) finished(batch []ended) {
 	r.breakersDirty.Store(true)
 	obs := r.jobObserver()
@@ -113,8 +113,16 @@ func (r *Runner) finished(batch []ended) {
 			if !askDeath {
 				continue
 			}
-			if j, err := r.st.Job(r.base, e.ID); err == nil && j.State == state.Failed && j.Started == e.Attempt {
-				ev.State, ev.Reason, typ = StateFailed, j.Reason(), EventFailed
+			v := e.Verdict
+			if !v.Known {
+				// The store did not say (or did not record the
+				// outcome): the job says.
+				if j, err := r.st.Job(r.base, e.ID); err == nil {
+					v = store.VerdictOf(&j, e.Attempt)
+				}
+			}
+			if v.Died {
+				ev.State, ev.Reason, typ = StateFailed, v.Reason, EventFailed
 			}
 		}
 		if ev.State == StateFailed && logDeath {

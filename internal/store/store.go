@@ -82,6 +82,33 @@ type Outcome struct {
 	// Gone: the target answered that it no longer exists (an http 410):
 	// the outcome disables it (state.DisableRule).
 	Gone bool
+	// Verdict is set by Finish, once it returns without an error, by a
+	// store that knows what it recorded without a read (PostgreSQL): the
+	// engine reads it to tell a retried job from one that died, instead of
+	// asking for the job, a round trip for each failed outcome there. The
+	// zero Verdict says nothing, and the engine asks.
+	Verdict Verdict
+}
+
+// Verdict is what Finish recorded for one Outcome.
+type Verdict struct {
+	// Known: the outcome ended its attempt, and Died says what became of
+	// the job. Not set for an outcome fenced off (its attempt no longer
+	// this process's) or a second outcome of one attempt.
+	Known bool
+	// Died: the outcome failed the job for good (it is failed, and its
+	// last attempt is the outcome's); Reason is then the job's reason.
+	Died   bool
+	Reason string
+}
+
+// VerdictOf returns the Verdict of an outcome of attempt that was recorded
+// on job j, given j as it is after the outcome.
+func VerdictOf(j *state.Job, attempt uint32) Verdict {
+	if j.State == state.Failed && j.Started == attempt {
+		return Verdict{Known: true, Died: true, Reason: j.Reason()}
+	}
+	return Verdict{Known: true}
 }
 
 // Limits bound one Claim call.
@@ -222,7 +249,8 @@ type Store interface {
 	// Finish records the outcomes of claimed attempts (success, a retry at a
 	// later due time, or death with the reason) and, in the same durable
 	// write, claims up to lim.Max due jobs as Claim does (the engine reuses
-	// the slots the finished attempts held); it returns once durable.
+	// the slots the finished attempts held); it returns once durable. It
+	// may set each outcome's Verdict.
 	Finish(ctx context.Context, now int64, rnd func() uint32, outs []Outcome, lim Limits) ([]Claim, error)
 	// Cancel cancels a pending or running job; running reports whether an
 	// attempt of it is in flight (the engine then cancels the attempt).

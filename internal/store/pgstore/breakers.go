@@ -32,6 +32,14 @@ type breakerRow struct {
 // that changes it, and the hot path (every target healthy) takes no lock
 // that all nodes would queue on.
 //
+// mayFail nil says that the transaction only admits (a claim): then a
+// closed breaker stays unlocked too, failures or not, since admission
+// leaves any closed breaker as it is (retry.Breaker.Admit). A failing
+// target whose breaker has not opened is then claimed as a healthy one
+// is, without queueing behind the outcome batches that write its breaker
+// (each holds the row's lock from its first round trip to its commit) and
+// without a round trip of its own to lock it.
+//
 // nonZero, if not nil, holds every breaker that was not the zero one when
 // tx read them all (queueNonZeroBreakers): the targets not in it are read
 // as zero breakers without a query.
@@ -58,8 +66,8 @@ func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, 
 	var lock, missing []string
 	for _, t := range need {
 		b, exists := read[t]
-		if b.IsZero() && !mayFail[t] {
-			into[t] = &breakerRow{}
+		if !mayFail[t] && (b.IsZero() || mayFail == nil && b.State == retry.Closed) {
+			into[t] = &breakerRow{b: b, orig: b}
 			continue
 		}
 		lock = append(lock, t)

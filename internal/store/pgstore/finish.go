@@ -17,7 +17,9 @@ import (
 // finished attempts held. An outcome is recorded only if its attempt is
 // still open and was started by this node (fencing): an attempt that was
 // rescued after this node missed its lease has ended already, and its late
-// outcome is logged and dropped.
+// outcome is logged and dropped. Each outcome's Verdict says what was
+// recorded, from the decisions made here: the engine reads back only the
+// jobs of the outcomes without one (fenced off).
 func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs []store.Outcome, lim store.Limits) ([]store.Claim, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
@@ -43,15 +45,19 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		gen = s.claimBegins()
 	}
 	var (
-		fenced      []store.Outcome
-		requeued    bool
-		res         claimResult
-		seenNonZero map[string]retry.Breaker
-		disabled    []state.Op // the targets the outcomes disabled (lifecycle.go)
-		fastLives   map[string]state.TargetLife
+		fenced       []store.Outcome
+		requeued     bool
+		fast         *fastSettle
+		slowRecorded bool
+		res          claimResult
+		seenNonZero  map[string]retry.Breaker
+		disabled     []state.Op // the targets the outcomes disabled (lifecycle.go)
+		fastLives    map[string]state.TargetLife
+		verdicts     []store.Verdict // of each outcome
 	)
 	err := s.inPipeTx(ctx, func(tx querier, b *pgx.Batch) (*pgx.Batch, error) {
 		brs := make(map[string]*breakerRow)
+		verdicts = make([]store.Verdict, len(outs))
 		res = claimResult{}
 		// One round trip: BEGIN, the outcomes that have a flight, every
 		// breaker that is not the zero one, and the claim's first due
@@ -68,7 +74,8 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		if lim.Max > 0 {
 			queueQueues(b, &queues)
 		}
-		fast, err := s.queueSettleFast(b, now, rs, outs, fls)
+		var err error
+		fast, err = s.queueSettleFast(b, now, rs, outs, fls)
 		if err != nil {
 			return nil, err
 		}
@@ -86,8 +93,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
-		var slowRecorded bool
-		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero, flows)
+		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero, flows, verdicts)
 		seenNonZero, disabled, fastLives = nonZero, fast.disabled, fast.lives
 		if err != nil {
 			return nil, err
@@ -122,6 +128,9 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		s.invalidate()
 		return nil, fmt.Errorf("pgstore: finish: %w", err)
 	}
+	for i, v := range verdicts {
+		outs[i].Verdict = v
+	}
 	s.noteTrouble(seenNonZero)
 	s.noteDisabled(fastLives, disabled)
 	s.notifyDisabled(disabled)
@@ -143,7 +152,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// the handlers returned).
 		s.wake()
 	}
-	if requeued || res.deferred || bounded {
+	if requeued && !retriesKnown(res, fast, slowRecorded) || res.deferred || bounded {
 		// Other nodes' cached next due time does not know the retries'
 		// and deferrals' due times.
 		s.wakeNodes()
@@ -153,6 +162,22 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			"job", o.ID, "attempt", o.Attempt, "class", o.Class.String(), "node", s.opts.Node)
 	}
 	return res.claims, nil
+}
+
+// retriesKnown reports whether the other nodes know already, without a
+// NOTIFY, of the jobs that an outcome batch made pending again: all of
+// them were recorded by the one UPDATE (fast; a retry decided on its row
+// NOTIFYs in the transaction, see writeRows), and the batch's claim
+// stopped at its limit before a pending job due earlier than any of them
+// (res.more, res.next), which was pending before the batch and so was
+// announced when it became so. A node that knows a job is due by then
+// claims when it has a free slot, and its claim reads the due jobs in
+// order, these among them; a node without one does not need to know.
+// Under a backlog (W3: every job fails twice, and 500 wait) this spares
+// a transaction per outcome batch: the notifier's, with its round trip,
+// its xid and the lock that serializes notifying commits.
+func retriesKnown(res claimResult, fast *fastSettle, slowRecorded bool) bool {
+	return !slowRecorded && res.more && fast.requeued && res.next < fast.earliest
 }
 
 // breakersToLock returns the targets whose breakers an outcome batch
@@ -190,8 +215,9 @@ func (s *Store) noteTrouble(nonZero map[string]retry.Breaker) {
 
 // settleTx records outcomes in tx (rs holds one random draw per outcome,
 // fls the flight of each outcome's attempt where this node claimed it) and
-// returns the fenced-off ones and whether a job became pending again. The
-// breakers it reads (and writes) are added to brs.
+// returns the fenced-off ones and whether a job became pending again; it
+// sets verdicts[i] (len(outs) of them, zero on entry) of each outcome it
+// records. The breakers it reads (and writes) are added to brs.
 //
 // An outcome with a flight is decided on the flight's facts and recorded
 // by one UPDATE for all of them that requires each row to still be this
@@ -201,7 +227,7 @@ func (s *Store) noteTrouble(nonZero map[string]retry.Breaker) {
 // on their rows, read FOR UPDATE, as before. The breakers then take the
 // recorded outcomes in the batch's order, as the embedded store applies
 // them.
-func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32, outs []store.Outcome, fls []*flight, fast *fastSettle, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, flows map[string]state.Flow) (fenced []store.Outcome, requeued, slowRecorded bool, err error) {
+func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32, outs []store.Outcome, fls []*flight, fast *fastSettle, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, flows map[string]state.Flow, verdicts []store.Verdict) (fenced []store.Outcome, requeued, slowRecorded bool, err error) {
 	if len(outs) == 0 {
 		return nil, false, false, nil
 	}
@@ -209,7 +235,7 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 	// What each outcome was decided to be, and its target, once recorded.
 	ops := make([]*state.Op, len(outs))
 	targets := make([]string, len(outs))
-	requeued = fast.results(outs, ops, targets, fls)
+	requeued = fast.results(outs, ops, targets, fls, verdicts)
 	var slow []int // indexes of the outcomes not recorded yet
 	for i := range outs {
 		if ops[i] == nil {
@@ -241,6 +267,7 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 			op := settle(r.facts(), o, now, rs[i])
 			if r.step(nil, c, &op, "").Fed {
 				ops[i], targets[i] = &op, r.spec.Target
+				verdicts[i] = store.VerdictOf(&r.Job, o.Attempt)
 			}
 			changed[r] = true
 			slowRecorded = true
@@ -296,9 +323,14 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 // fastSettle is the UPDATE of the outcomes that have a flight, queued in a
 // batch (queueSettleFast), and what it recorded once the batch ran.
 type fastSettle struct {
-	idx      []int       // the outcomes it holds
-	ops      []*state.Op // their decisions
-	retry    []bool      // whether each makes its job pending again
+	idx   []int       // the outcomes it holds
+	ops   []*state.Op // their decisions
+	retry []bool      // whether each makes its job pending again
+	// requeued: a job the UPDATE recorded is pending again, the earliest
+	// due at earliest (results).
+	requeued bool
+	earliest int64
+	verdicts []store.Verdict // each one's, once recorded
 	recorded map[int64]bool
 	// lives are the lifecycle rows read in the first round trip, and
 	// disabled the disables settleTx wrote (lifecycle.go).
@@ -338,6 +370,7 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 		state.Step(&r, nil, s.opts.Circuit, &op)
 		buf = appendAttempt(buf[:0], stored(r.Attempts()[0], s.opts.Node))
 		f.idx, f.ops, f.retry = append(f.idx, i), append(f.ops, &op), append(f.retry, r.State == state.Pending)
+		f.verdicts = append(f.verdicts, store.VerdictOf(&r, o.Attempt))
 		ids, ns = append(ids, int64(o.ID)), append(ns, int64(o.Attempt))
 		due, finished = append(due, r.Due), append(finished, r.FinishedAt())
 		states, fails = append(states, int16(r.State)), append(fails, int32(r.Fails()))
@@ -372,16 +405,19 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 	return f, nil
 }
 
-// results sets ops[i] and targets[i] (from fls) of each outcome the UPDATE
-// recorded, and reports whether one of them made its job pending again.
-func (f *fastSettle) results(outs []store.Outcome, ops []*state.Op, targets []string, fls []*flight) (requeued bool) {
+// results sets ops[i], targets[i] (from fls) and verdicts[i] of each
+// outcome the UPDATE recorded, and reports whether one of them made its
+// job pending again.
+func (f *fastSettle) results(outs []store.Outcome, ops []*state.Op, targets []string, fls []*flight, verdicts []store.Verdict) (requeued bool) {
 	for n, i := range f.idx {
 		if f.recorded[int64(outs[i].ID)] {
-			ops[i], targets[i] = f.ops[n], fls[i].target
-			requeued = requeued || f.retry[n]
+			ops[i], targets[i], verdicts[i] = f.ops[n], fls[i].target, f.verdicts[n]
+			if f.retry[n] && (!f.requeued || f.ops[n].Due < f.earliest) {
+				f.requeued, f.earliest = true, f.ops[n].Due
+			}
 		}
 	}
-	return requeued
+	return f.requeued
 }
 
 // settle decides the op of outcome o of job f at now: a snooze, or what

@@ -490,6 +490,11 @@ func TestFencing(t *testing.T) {
 	if _, err := a.Finish(ctx, 2100, func() uint32 { return 0 }, late, store.Limits{}); err != nil {
 		t.Fatalf("a fenced Finish must not fail: %v", err)
 	}
+	for _, o := range late {
+		if o.Verdict != (store.Verdict{}) {
+			t.Errorf("the fenced outcome of attempt %d has the verdict %+v, want none (the engine then asks for the job)", o.Attempt, o.Verdict)
+		}
+	}
 	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Running || !j.Attempts()[0].Ended || j.Attempts()[0].Class == retry.Success {
 		t.Fatalf("after a's late outcome: %+v", j)
 	}
@@ -499,6 +504,16 @@ func TestFencing(t *testing.T) {
 	if j, _ = b.Job(ctx, cs[0].ID); j.State != state.Succeeded || j.FinishedAt() != 2200 {
 		t.Fatalf("after b's outcome: %+v", j)
 	}
+}
+
+// TestVerdictsKnown: the PostgreSQL store gives every outcome it records
+// its Verdict (the suite's case accepts a store that gives none), decided
+// on the flight's facts (the one UPDATE) or on the row (a job cancelled
+// while it ran), so that the engine need not read each failed job back.
+func TestVerdictsKnown(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t, Options{})
+	storetest.Verdicts(t, s, true)
 }
 
 // TestCloseRequeues: attempts a node started and never finished are

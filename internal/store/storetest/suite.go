@@ -88,6 +88,7 @@ func Run(t *testing.T, open Opener) {
 	cases = append(cases, queueLimitCases...)
 	cases = append(cases, scheduleCases...)
 	cases = append(cases, lifecycleCases...)
+	cases = append(cases, verdictCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
 	}
