@@ -390,7 +390,7 @@ const dueWhere = `due <= $1 AND NOT (target = ANY($2::text[]))
 
 // nextDueSQL is the next due time of a job that may start: the earliest
 // due pending job of a queue that is not paused, not of a disabled target,
-// due after $1 (0 for any): one probe of runlog_jobs_queue_due per queue.
+// due after $1 (math.MinInt64 for any, as NextDue asks): one probe of runlog_jobs_queue_due per queue.
 var nextDueSQL = liveQueues(pausedQueues) + `
 	SELECT min(d.due) FROM live CROSS JOIN LATERAL (SELECT due FROM runlog_jobs
 		WHERE ` + pendingBelow + ` AND queue = live.q AND due > $1 AND NOT (target = ANY(` + disabledTargets + `))
