@@ -289,3 +289,53 @@ func BenchmarkPending1M(b *testing.B) {
 		r.Close(context.Background())
 	}
 }
+
+// BenchmarkTargetBacklog drains a backlog of RUNLOG_BENCH_BACKLOG no-op
+// jobs (default 8 000), all due, of one target with TargetConcurrency 4,
+// at concurrency 256: the claim holds the target's backlog back at every
+// claim, so this measures what a held target costs (it grew with the
+// square of the backlog while each claim walked every held job again).
+func BenchmarkTargetBacklog(b *testing.B) {
+	n := envInt("RUNLOG_BENCH_BACKLOG", 8000)
+	for range b.N {
+		noopCount, all := countdown(n)
+		r, err := runlog.Open(b.TempDir(), runlog.Config{
+			Logger: quietLogger(), Concurrency: 256, TargetConcurrency: 4,
+			Handlers: map[string]runlog.Handler{"noop": noopCount},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := r.PauseQueue(ctx, "default"); err != nil {
+			b.Fatal(err)
+		}
+		reqs := make([]runlog.JobRequest, n)
+		for i := range reqs {
+			reqs[i] = runlog.JobRequest{Kind: "noop", Target: "https://slow.example", Payload: payload50}
+		}
+		if _, err := r.EnqueueMany(ctx, reqs); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := r.ResumeQueue(ctx, "default"); err != nil {
+			b.Fatal(err)
+		}
+		<-all
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "jobs/s")
+		r.Close(context.Background())
+	}
+}
+
+// countdown returns a no-op handler and a channel closed when the
+// handler has run n times.
+func countdown(n int) (runlog.Handler, <-chan struct{}) {
+	var done atomic.Int64
+	all := make(chan struct{})
+	return runlog.Handle(func(context.Context, []byte) error {
+		if done.Add(1) == int64(n) {
+			close(all)
+		}
+		return nil
+	}), all
+}

@@ -57,15 +57,9 @@ func BenchmarkCompaction(b *testing.B) {
 	for range b.N {
 		dir := b.TempDir()
 		var bc byteCounter
-		var done atomic.Int64
-		all := make(chan struct{})
+		noopCount, all := countdown(n)
 		r, err := runlog.Open(dir, runlog.Config{Logger: quietLogger(), Concurrency: 256, Observer: &bc,
-			Handlers: map[string]runlog.Handler{"noop": runlog.Handle(func(context.Context, []byte) error {
-				if done.Add(1) == int64(n) {
-					close(all)
-				}
-				return nil
-			})}})
+			Handlers: map[string]runlog.Handler{"noop": noopCount}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,18 +3,29 @@ package state
 import "slices"
 
 // jobHeap is a binary min-heap of pending jobs; each job stores its
-// position in index (-1 when in no heap). A queue keeps two (see queue):
-// its waiting jobs ordered by (Due, ID), and its ready ones, which were
-// due when last looked at, ordered by (-Priority, Due, ID).
+// position in index (-1 when in no heap) and the kind of its heap in heap.
+// A queue keeps two (see queue): its waiting jobs ordered by (Due, ID), and
+// its ready ones, which were due when last looked at, ordered by
+// (-Priority, Due, ID); and a bench per held target (holdtarget.go), in the
+// ready heap's order.
 type jobHeap struct {
-	js    []*Job
-	ready bool // ordered by priority first: the ready heap
+	js   []*Job
+	kind heapKind
 }
 
-// less orders two pending jobs: by (Due, ID), or, in the ready heap,
-// higher priority first and then by (Due, ID).
+// heapKind names the heap a pending job is in.
+type heapKind uint8
+
+const (
+	inWait  heapKind = iota // a queue's waiting heap, by (Due, ID)
+	inReady                 // a queue's ready heap, by (-Priority, Due, ID)
+	inBench                 // a held target's bench, by (-Priority, Due, ID)
+)
+
+// less orders two pending jobs: by (Due, ID), or, in a ready heap or a
+// bench, higher priority first and then by (Due, ID).
 func (h *jobHeap) less(a, b *Job) bool {
-	if h.ready && a.Spec.Priority != b.Spec.Priority {
+	if h.kind != inWait && a.Spec.Priority != b.Spec.Priority {
 		return a.Spec.Priority > b.Spec.Priority
 	}
 	return a.Due < b.Due || (a.Due == b.Due && a.ID < b.ID)
@@ -22,7 +33,7 @@ func (h *jobHeap) less(a, b *Job) bool {
 
 func (h *jobHeap) push(j *Job) {
 	j.index = int32(len(h.js))
-	j.ready = h.ready
+	j.heap = h.kind
 	h.js = append(h.js, j)
 	h.up(int(j.index))
 }
@@ -32,7 +43,7 @@ func (h *jobHeap) push(j *Job) {
 // per job.
 func (h *jobHeap) add(j *Job) {
 	j.index = int32(len(h.js))
-	j.ready = h.ready
+	j.heap = h.kind
 	h.js = append(h.js, j)
 }
 

@@ -119,8 +119,9 @@ type Job struct {
 	// parked marks a pending job of a disabled target, held until the
 	// target is enabled (lifecycle.go).
 	parked bool
-	// ready marks a pending job in its queue's ready heap (see queue).
-	ready bool
+	// heap is the kind of heap a pending job with an index is in (see
+	// jobHeap).
+	heap heapKind
 	// inDone marks a job on the Done list.
 	inDone bool
 }

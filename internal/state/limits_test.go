@@ -12,24 +12,20 @@ import (
 // planned op, and returns them.
 func claimAll(s *State, now int64, max int) []Op {
 	p := NewPlanner(s.Circuit(), now, max, 0, nil)
+	return claimWith(s, &p, now)
+}
+
+// claimWith runs the claim of p at now over s (State.Claim, with the flows
+// if s has any), applying each planned op, and returns them.
+func claimWith(s *State, p *Planner, now int64) []Op {
 	if s.HasFlows() {
 		p.WithFlows(s.Flow)
 	}
 	var ops []Op
-	for !p.Done() {
-		j, ok := s.PeekDue(now)
-		if !ok {
-			break
-		}
-		op, v := p.Plan(FactsOf(j), j.Spec.Target, s.Breaker(j.Spec.Target))
-		if v == Held {
-			s.Hold(j.ID)
-			continue
-		}
+	s.Claim(p, now, func(_ *Job, op Op) {
 		s.Apply(&op)
 		ops = append(ops, op)
-	}
-	s.ReleaseHeld()
+	})
 	return ops
 }
 

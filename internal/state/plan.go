@@ -182,3 +182,32 @@ func (p *Planner) Starts() int { return p.starts }
 
 // Held returns how many jobs the planner held back.
 func (p *Planner) Held() int { return p.held }
+
+// Claim walks the jobs due at now through p in claim order (PeekDue), the
+// one claim loop of the embedded store: each job that p plans is handed
+// to apply with its op, and apply must apply the op to s (the store
+// journals it too) before the walk offers the next job, so that the next
+// job sees its effect. A held job is left pending where it is — its
+// target's benched (HoldTarget), a disabled target's job held (Hold), a
+// queue held (HoldQueue) — until the walk ends with ReleaseHeld. The walk
+// stops when p is Done or no job is due.
+func (s *State) Claim(p *Planner, now int64, apply func(j *Job, op Op)) {
+	for !p.Done() {
+		j, ok := s.PeekDue(now)
+		if !ok {
+			break
+		}
+		op, v := p.Plan(FactsOf(j), j.Spec.Target, s.Breaker(j.Spec.Target))
+		switch v {
+		case Held:
+			s.HoldTarget(j.ID)
+		case TargetHeld:
+			s.Hold(j.ID)
+		case QueueHeld:
+			s.HoldQueue(j.Spec.Queue)
+		case Planned:
+			apply(j, op)
+		}
+	}
+	s.ReleaseHeld()
+}

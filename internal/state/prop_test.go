@@ -240,15 +240,18 @@ func (m *sim) enqueue() {
 // some of them to look past.
 func (m *sim) dispatch() {
 	// The claim rule, as the stores apply it (the flows included).
-	p := NewPlanner(m.cfg.Circuit, m.now, 4, 0, nil)
+	// A per-target limit holds whole targets (HoldTarget), whose benches
+	// stay across claims: PeekDue must still give the model's first job.
+	perTarget := rapid.IntRange(0, 2).Draw(m.t, "perTarget")
+	p := NewPlanner(m.cfg.Circuit, m.now, 4, perTarget, func(target string) int { return m.live.TargetLoad()[target].Running })
 	p.SetQueues(m.live)
 	p.SetTargets(m.live)
 	if m.live.HasFlows() || rapid.Bool().Draw(m.t, "withFlows") {
 		p.WithFlows(m.live.Flow)
 	}
-	heldQueues := map[string]bool{}
+	heldQueues, heldTargets := map[string]bool{}, map[string]bool{}
 	for range rapid.IntRange(1, 4).Draw(m.t, "claims") {
-		want := m.firstDue(heldQueues)
+		want := m.firstDue(heldQueues, heldTargets)
 		j, ok := m.live.PeekDue(m.now)
 		if !ok {
 			if want != nil {
@@ -271,10 +274,14 @@ func (m *sim) dispatch() {
 			continue
 		}
 		if v == Held {
-			if fl.Ramp.Admits() {
+			if fl.Ramp.Admits() && perTarget == 0 {
 				m.t.Fatalf("job %d held with room in its ramp %+v", j.ID, fl.Ramp)
 			}
-			m.live.Hold(j.ID)
+			m.live.HoldTarget(j.ID)
+			heldTargets[j.Spec.Target] = true
+			if err := m.live.Check(); err != nil {
+				m.t.Fatalf("after HoldTarget(%d): %v", j.ID, err)
+			}
 			continue
 		}
 		if v != Planned {
@@ -311,12 +318,14 @@ func (m *sim) dispatch() {
 }
 
 // firstDue returns the job a claim should take first, by scanning every
-// job: due, pending, not held, of a queue neither paused nor held, highest
+// job: due, pending, not held, not on the bench of a target held in this
+// claim (its other jobs are offered, and held in turn), of a queue neither
+// paused nor held, highest
 // priority, then earliest due, then lowest id.
-func (m *sim) firstDue(heldQueues map[string]bool) *Job {
+func (m *sim) firstDue(heldQueues, heldTargets map[string]bool) *Job {
 	var best *Job
 	m.live.Scan(0, false, func(j *Job) bool {
-		if j.State != Pending || j.held || j.Due > m.now || heldQueues[j.Spec.Queue] || m.live.Queue(j.Spec.Queue).Paused {
+		if j.State != Pending || j.held || j.Due > m.now || heldQueues[j.Spec.Queue] || (heldTargets[j.Spec.Target] && j.heap == inBench) || m.live.Queue(j.Spec.Queue).Paused {
 			return true
 		}
 		if best == nil || ClaimOrder(j, best) {

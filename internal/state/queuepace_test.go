@@ -14,29 +14,7 @@ import (
 func claimQueues(s *State, now int64, max int) []Op {
 	p := NewPlanner(s.Circuit(), now, max, 0, nil)
 	p.SetQueues(s)
-	if s.HasFlows() {
-		p.WithFlows(s.Flow)
-	}
-	var ops []Op
-	for !p.Done() {
-		j, ok := s.PeekDue(now)
-		if !ok {
-			break
-		}
-		op, v := p.Plan(FactsOf(j), j.Spec.Target, s.Breaker(j.Spec.Target))
-		switch v {
-		case Held:
-			s.Hold(j.ID)
-			continue
-		case QueueHeld:
-			s.HoldQueue(j.Spec.Queue)
-			continue
-		}
-		s.Apply(&op)
-		ops = append(ops, op)
-	}
-	s.ReleaseHeld()
-	return ops
+	return claimWith(s, &p, now)
 }
 
 func enqueueIn(s *State, queue, target string, n int, at int64) {

@@ -61,6 +61,9 @@ type queue struct {
 	pending, running int
 	held             bool // skipped by PeekDue until ReleaseHeld (HoldQueue)
 	pace             Pace // the state of set.Limit (queuepace.go)
+	// benches holds the benches of held targets (holdtarget.go) that no claim
+	// blocks now, by their first jobs.
+	benches benchHeap
 }
 
 // queueSet holds the queues: the default one always, the others while
@@ -87,7 +90,7 @@ func (s *State) queue(name string) *queue {
 		if s.q.named == nil {
 			s.q.named = make(map[string]*queue)
 		}
-		q = &queue{set: QueueSetting{Name: name}, ready: jobHeap{ready: true}}
+		q = &queue{set: QueueSetting{Name: name}, ready: jobHeap{kind: inReady}}
 		s.q.named[name] = q
 	}
 	return q
@@ -164,8 +167,12 @@ func (s *State) orderPending() {
 // popPending takes pending job j out of its queue's heap; it must be in
 // one.
 func (s *State) popPending(j *Job) {
+	if j.heap == inBench {
+		s.unbench(j)
+		return
+	}
 	q := s.queue(j.Spec.Queue)
-	if j.ready {
+	if j.heap == inReady {
 		q.ready.remove(j)
 	} else {
 		q.wait.remove(j)
@@ -199,10 +206,20 @@ func (q *queue) first(now int64) *Job {
 	return nil
 }
 
-// next returns the earliest due time among q's pending jobs in its heaps.
-// A ready job was due when last looked at: after the clock stepped back,
-// the answer may be later than the earliest (by at most the step).
+// next returns the earliest due time among q's pending jobs in its heaps
+// and its benches that no claim blocks. A ready or benched job was due
+// when last looked at: after the clock stepped back, the answer may be
+// later than the earliest (by at most the step).
 func (q *queue) next() (int64, bool) {
+	due, ok := q.nextQueued()
+	if d, has := q.nextBenched(); has && (!ok || d < due) {
+		due, ok = d, true
+	}
+	return due, ok
+}
+
+// nextQueued is next for the queue's own two heaps.
+func (q *queue) nextQueued() (int64, bool) {
 	switch {
 	case len(q.ready.js) > 0 && len(q.wait.js) > 0:
 		return min(q.ready.js[0].Due, q.wait.js[0].Due), true
@@ -226,22 +243,34 @@ func ClaimOrder(a, b *Job) bool {
 // PeekDue returns the pending job that a claim takes first at now: among
 // the jobs due at now (Due ≤ now) of the queues that are neither paused
 // nor held (HoldQueue), the one of highest priority, then earliest due
-// time, then lowest id; held jobs (Hold) are skipped. It changes no job
-// (it may move jobs between a queue's heaps, which is layout).
+// time, then lowest id; held jobs (Hold, HoldTarget) are skipped. It
+// changes no job (it may move jobs between a queue's heaps and benches,
+// which is layout).
 func (s *State) PeekDue(now int64) (*Job, bool) {
 	var best *Job
 	if q := &s.q.def; !q.set.Paused && !q.held {
-		best = q.first(now)
+		best = s.firstOf(q, now)
 	}
 	for _, q := range s.q.named {
 		if q.set.Paused || q.held {
 			continue
 		}
-		if j := q.first(now); j != nil && (best == nil || ClaimOrder(j, best)) {
+		if j := s.firstOf(q, now); j != nil && (best == nil || ClaimOrder(j, best)) {
 			best = j
 		}
 	}
 	return best, best != nil
+}
+
+// firstOf returns q's first due job in claim order at now, from its heaps
+// or its benches that no claim blocks, or nil.
+func (s *State) firstOf(q *queue, now int64) *Job {
+	b := s.firstBenched(q, now) // first: it may put jobs back in q.wait
+	j := q.first(now)
+	if b != nil && (j == nil || ClaimOrder(b, j)) {
+		return b
+	}
+	return j
 }
 
 // NextDue returns the earliest due time among the pending jobs that are not
@@ -273,6 +302,13 @@ func (s *State) OldestDue() (int64, bool) {
 		for _, j := range q.ready.js {
 			if !ok || j.Due < due {
 				due, ok = j.Due, true
+			}
+		}
+		for _, b := range q.benches {
+			for _, j := range b.js {
+				if !ok || j.Due < due {
+					due, ok = j.Due, true
+				}
 			}
 		}
 		if len(q.wait.js) > 0 && (!ok || q.wait.js[0].Due < due) {
@@ -452,7 +488,7 @@ func boolByte(b bool) byte {
 // (Check): every heap in order with right indexes, and each queue's
 // pending and running counts and priority count equal to a recount.
 func (s *State) checkQueues() error {
-	type tally struct{ pending, running, inHeaps, prio int }
+	type tally struct{ pending, running, inHeaps, benched, prio int }
 	want := map[*queue]*tally{}
 	t := func(q *queue) *tally {
 		if want[q] == nil {
@@ -474,14 +510,16 @@ func (s *State) checkQueues() error {
 			continue
 		}
 		c.pending++
-		if j.index >= 0 {
+		if j.index >= 0 && j.heap == inBench {
+			c.benched++
+		} else if j.index >= 0 {
 			c.inHeaps++
 			h := &q.wait
-			if j.ready {
+			if j.heap == inReady {
 				h = &q.ready
 			}
 			if int(j.index) >= len(h.js) || h.js[j.index] != j {
-				return fmt.Errorf("job %d: index %d is wrong (ready %v)", j.ID, j.index, j.ready)
+				return fmt.Errorf("job %d: index %d is wrong (heap %d)", j.ID, j.index, j.heap)
 			}
 			if j.Spec.Priority != 0 {
 				c.prio++
@@ -495,8 +533,17 @@ func (s *State) checkQueues() error {
 		}
 		all = append(all, q)
 	}
+	benched := map[*queue]int{}
+	for _, tb := range s.benched {
+		for _, b := range tb.bs {
+			benched[b.q] += len(b.js)
+		}
+	}
 	for _, q := range all {
 		c := t(q)
+		if benched[q] != c.benched {
+			return fmt.Errorf("queue %q: %d jobs on benches, %d benched jobs", q.set.Name, benched[q], c.benched)
+		}
 		if q.pending != c.pending || q.running != c.running || q.prio != c.prio || len(q.wait.js)+len(q.ready.js) != c.inHeaps {
 			return fmt.Errorf("queue %q: pending %d, running %d, priorities %d, in heaps %d; recount %+v",
 				q.set.Name, q.pending, q.running, q.prio, len(q.wait.js)+len(q.ready.js), *c)
@@ -512,7 +559,7 @@ func (s *State) checkQueues() error {
 			}
 		}
 	}
-	return nil
+	return s.checkBenches()
 }
 
 // queuesEqual compares the queue settings of two states (Equal).

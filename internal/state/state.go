@@ -86,7 +86,9 @@ type State struct {
 	holes      int      // how many nils jobs holds
 	q          queueSet // the queues, with the pending jobs (queues.go)
 	held       []*Job
-	running    []*Job // unordered; a running job's index is its position
+	benched    map[string]*targetBenches // held targets' due jobs, by target (holdtarget.go)
+	blocked    []string                  // the targets HoldTarget blocked, for ReleaseHeld
+	running    []*Job                    // unordered; a running job's index is its position
 	keys       map[string]uint64
 	breakers   map[string]retry.Breaker // only the non-zero ones
 	flows      map[string]Flow          // only the non-zero ones (limits.go)
@@ -141,7 +143,7 @@ func New(cfg Config) *State {
 		retention: cfg.Retention,
 		parts:     make(map[int64]Counts),
 		horizon:   math.MinInt64,
-		q:         queueSet{def: queue{ready: jobHeap{ready: true}}},
+		q:         queueSet{def: queue{ready: jobHeap{kind: inReady}}},
 		shared:    sharedSpecs{seed: maphash.MakeSeed()},
 		look:      newLookups(),
 	}
@@ -761,7 +763,8 @@ func (s *State) ByKey(key string) (uint64, bool) {
 
 // Hold takes the pending job id out of the due order until ReleaseHeld, so
 // that PeekDue and NextDue look past it; the engine uses it to skip a job
-// whose target is at its concurrency limit. It is not an op and is not
+// whose target is disabled (HoldTarget is for a target at its limit). It
+// is not an op and is not
 // journaled. A held job is still Pending (and counted so): ops apply to it
 // as usual, and a Defer of a held job takes effect when it is released.
 // Hold of a job that is not pending, or already held, does nothing.
@@ -776,9 +779,11 @@ func (s *State) Hold(id uint64) {
 }
 
 // ReleaseHeld puts every held job that is still pending back in the due
-// order, and ends every HoldQueue.
+// order, and ends every HoldQueue and HoldTarget (a benched job stays on
+// its bench, which PeekDue offers again).
 func (s *State) ReleaseHeld() {
 	s.releaseQueues()
+	s.releaseTargets()
 	for i, j := range s.held {
 		if j.held && !j.parked {
 			j.held = false

@@ -367,20 +367,7 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 	if s.st.HasFlows() {
 		p.WithFlows(s.st.Flow)
 	}
-	for !p.Done() {
-		job, ok := s.st.PeekDue(now)
-		if !ok {
-			break
-		}
-		op, v := p.Plan(state.FactsOf(job), job.Spec.Target, s.st.Breaker(job.Spec.Target))
-		if v == state.Held || v == state.TargetHeld {
-			s.st.Hold(job.ID)
-			continue
-		}
-		if v == state.QueueHeld {
-			s.st.HoldQueue(job.Spec.Queue)
-			continue
-		}
+	s.st.Claim(&p, now, func(job *state.Job, op state.Op) {
 		// Apply now so that the next PeekDue, and the next job's breaker,
 		// see this decision; the records are journaled in the same order.
 		ops = append(ops, op)
@@ -391,12 +378,9 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 				Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS, Metadata: job.Spec.Metadata, Spilled: job.Spilled,
 			})
 		}
-	}
-	if p.Held() > 0 {
-		s.st.ReleaseHeld()
-		if lim.Held != nil {
-			lim.Held(p.Held())
-		}
+	})
+	if p.Held() > 0 && lim.Held != nil {
+		lim.Held(p.Held())
 	}
 	return claims, ops
 }
