@@ -215,6 +215,8 @@ func BenchmarkPagesHeld(b *testing.B) {
 		after("jobs kind oldest after", "/jobs?kind=k2&order=oldest&"),
 		at("jobs target", "/jobs?target=t3"),
 		after("jobs target after", "/jobs?target=t3&"),
+		at("jobs target done", "/jobs?target=t-done"),
+		after("jobs target done after", "/jobs?target=t-done&"),
 		at("jobs failed kind", "/jobs?state=failed&kind=k1"),
 		at("jobs search prefix", "/jobs?q=key-12"),
 		after("jobs search prefix after", "/jobs?q=key-12&"),

@@ -45,6 +45,7 @@ func pagingFilters() []pagingFilter {
 		{store.Filter{State: "cancelled"}, is(state.Cancelled)},
 		{store.Filter{Kind: "k2"}, func(h storetest.HeldJob) bool { return h.Kind() == "k2" }},
 		{store.Filter{Target: "t3"}, func(h storetest.HeldJob) bool { return h.Target() == "t3" }},
+		{store.Filter{Target: "t-done"}, func(h storetest.HeldJob) bool { return h.Target() == "t-done" }},
 		{store.Filter{State: "failed", Kind: "k1"}, func(h storetest.HeldJob) bool { return h.State == state.Failed && h.Kind() == "k1" }},
 		{store.Filter{State: "succeeded", Target: "t4"}, func(h storetest.HeldJob) bool { return h.State == state.Succeeded && h.Target() == "t4" }},
 		{store.Filter{Kind: "k3", Target: "t5"}, func(h storetest.HeldJob) bool { return h.Kind() == "k3" && h.Target() == "t5" }},
@@ -199,9 +200,24 @@ func timeFilters(b *testing.B, s *Store, filters []pagingFilter, ids []uint64) {
 			b.ReportMetric(float64(first.P99().Microseconds())/1000, fmt.Sprintf("f%d-%s-first-p99-ms", i, order))
 			b.ReportMetric(float64(later.P99().Microseconds())/1000, fmt.Sprintf("f%d-%s-later-p99-ms", i, order))
 			// Printed, not logged: a benchmark's log is cut at 10 lines.
-			fmt.Printf("filter %+v %s first: first page %v; later pages %v\n", pf.f, order, &first, &later)
+			fmt.Printf("%-24s %s first: first page %v; later pages %v\n", filterName(pf.f), order, &first, &later)
 		}
 	}
+}
+
+// filterName names f's fields that are set: "state=failed kind=k1", or
+// "all".
+func filterName(f store.Filter) string {
+	var parts []string
+	for _, p := range [][2]string{{"state", f.State}, {"kind", f.Kind}, {"target", f.Target}, {"search", f.Search}} {
+		if p[1] != "" {
+			parts = append(parts, p[0]+"="+p[1])
+		}
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, " ")
 }
 
 // BenchmarkListBacklog times List over a backlog: RUNLOG_BENCH_HELD

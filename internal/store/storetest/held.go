@@ -24,8 +24,14 @@ type HeldJob struct {
 // Kind is the job's kind: k0 to k4.
 func (h HeldJob) Kind() string { return "k" + strconv.Itoa(h.N%5) }
 
-// Target is the job's target: t0 to t6.
-func (h HeldJob) Target() string { return "t" + strconv.Itoa(h.N%7) }
+// Target is the job's target: t-done for one job in a thousand (each
+// runs, in a full batch: a target with no job pending), else t0 to t6.
+func (h HeldJob) Target() string {
+	if h.N%1000 == 1 {
+		return "t-done"
+	}
+	return "t" + strconv.Itoa(h.N%7)
+}
 
 // Key is the job's idempotency key: key-N on every tenth job, else "".
 func (h HeldJob) Key() string {
@@ -57,8 +63,8 @@ const heldBatch = 5000
 const PendingAfter = int64(24 * time.Hour / time.Millisecond)
 
 // FillHeld makes f.N jobs in mixed states through s's API, in batches of
-// 5000, and returns them in id order. Kinds k0-k4, targets t0-t6, a key
-// on every tenth (HeldJob). Nine in ten of a batch are due at once and
+// 5000, and returns them in id order. Kinds k0-k4, targets t0-t6 and
+// t-done, a key on every tenth (HeldJob). Nine in ten of a batch are due at once and
 // run: one in four of those fails for good, the others succeed; the rest
 // are due PendingAfter after f.To and stay pending, but for every 37th of
 // the batch, cancelled.
