@@ -671,10 +671,11 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 }
 
 // listMemoryLocked returns up to limit jobs in memory that pass f, after its
-// cursor in its order. A filter on a finished or the running state looks
-// only at those jobs (a few, beside a backlog of pending ones); a search
-// reads the ordered keys (searchMemoryLocked); a kind filter reads the
-// kind's jobs in id order; otherwise the jobs are scanned in id order.
+// cursor in its order. A filter on a finished or the running state, or on
+// a target with no job pending or running, looks only at those jobs (a
+// few, beside a backlog of pending ones); a search reads the ordered keys
+// (searchMemoryLocked); a kind filter reads the kind's jobs in id order;
+// otherwise the jobs are scanned in id order.
 func (s *Store) listMemoryLocked(f *store.Filter, limit int, digits bool) []state.Job {
 	var mem []state.Job
 	var some func(func(*state.Job) bool)
@@ -683,6 +684,13 @@ func (s *Store) listMemoryLocked(f *store.Filter, limit int, digits bool) []stat
 		some = s.st.Finished
 	case "running":
 		some = s.st.RunningJobs
+	}
+	if some == nil && f.Target != "" {
+		if p, r := s.st.TargetLive(f.Target); p == 0 && r == 0 {
+			// Only finished jobs not yet copied out can match: a
+			// scan would walk the whole backlog for none.
+			some = s.st.Finished
+		}
 	}
 	if some == nil && f.Search != "" {
 		some = s.searchMemoryLocked(f.Search, digits)

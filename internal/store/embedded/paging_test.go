@@ -72,6 +72,59 @@ func TestPagingEveryFilter(t *testing.T) {
 	checkPaging(t, s, fillStore(t, s, n))
 }
 
+// TestTargetWithNoLiveJobs: a target none of whose jobs is pending or
+// running is listed from the finished jobs memory still holds (not a scan
+// of the backlog) and the table's: every page of every filter still
+// returns every match exactly once.
+func TestTargetWithNoLiveJobs(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir(), Options{Journal: journal.Options{NoPreallocate: true}, State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	held := fillStore(t, s, 20_000)
+	if err := s.settle(); err != nil {
+		t.Fatal(err)
+	}
+	// Jobs of t-done that finish while the spiller is stopped stay in
+	// memory beside those in the table.
+	s.sp.stop()
+	ctx := context.Background()
+	now := int64(1_700_000_000_000)
+	var more []store.NewJob
+	for n := 1_000_001; n < 1_005_000; n += 1000 {
+		h := storetest.HeldJob{N: n}
+		more = append(more, store.NewJob{Due: now, Spec: state.Spec{Kind: h.Kind(), Target: h.Target(), Key: h.Key(), Policy: retry.Policy{Attempts: 1}}})
+	}
+	res, err := s.Enqueue(ctx, now, more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Claim(ctx, now, store.Limits{Max: len(more)})
+	if err != nil || len(cs) != len(more) {
+		t.Fatalf("claim: %d of %d jobs, %v", len(cs), len(more), err)
+	}
+	outs := make([]store.Outcome, len(cs))
+	for i, c := range cs {
+		outs[i] = store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: retry.Success, AfterMS: -1}
+	}
+	if _, err := s.Finish(ctx, now, func() uint32 { return 0 }, outs, store.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	pending, running := s.st.TargetLive("t-done")
+	_, inMemory := s.st.Job(res[0].ID)
+	s.mu.Unlock()
+	if pending != 0 || running != 0 || !inMemory {
+		t.Fatalf("t-done: %d pending, %d running, a finished job in memory %v: the test needs none live and some finished in memory", pending, running, inMemory)
+	}
+	for i, r := range res {
+		held = append(held, storetest.HeldJob{ID: r.ID, N: 1_000_001 + 1000*i, State: state.Succeeded})
+	}
+	checkPaging(t, s, held)
+}
+
 // checkPaging walks every page of every paging filter in both orders and
 // checks that it returns every job of held that passes, exactly once, in
 // order, with no short or empty page before the end.
