@@ -2,8 +2,11 @@ package embedded
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -182,16 +185,35 @@ func firstDiff(a, b []uint64) int {
 // default retention (so in as many partitions as a store that ran that
 // long holds), and times, per filter, the first page of 50 and pages from
 // random cursors, and Job of random finished jobs, reporting p50 and p99.
+// With RUNLOG_BENCH_HELD_DIR it fills that directory once and later runs
+// reopen it (the jobs made are kept in held.bin beside the store), so
+// that two builds can be timed alternately on the same jobs.
 func BenchmarkListHeld(b *testing.B) {
-	s, n := benchStore(b)
+	dir := os.Getenv("RUNLOG_BENCH_HELD_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	s, n := benchStore(b, dir)
 	start := time.Now()
-	from := int64(1_700_000_000_000)
-	held := storetest.FillHeld(b, s, storetest.HeldFill{N: n, From: from, To: from + 23*3_600_000, Settle: s.settle})
-	if err := s.settle(); err != nil {
+	held, err := readHeld(filepath.Join(dir, "held.bin"))
+	if err != nil {
 		b.Fatal(err)
 	}
+	if held == nil {
+		if c := s.st.Counts(); c.Total() != 0 {
+			b.Fatalf("%s holds %d jobs but no held.bin (a fill cut short?): remove it and fill again", dir, c.Total())
+		}
+		from := int64(1_700_000_000_000)
+		held = storetest.FillHeld(b, s, storetest.HeldFill{N: n, From: from, To: from + 23*3_600_000, Settle: s.settle})
+		if err := s.settle(); err != nil {
+			b.Fatal(err)
+		}
+		if err := writeHeld(filepath.Join(dir, "held.bin"), held); err != nil {
+			b.Fatal(err)
+		}
+	}
 	parts, _ := s.st.Parts()
-	b.Logf("filled %d jobs in %v; %d partitions", n, time.Since(start), len(parts))
+	b.Logf("%d jobs filled or reopened in %v; %d partitions", len(held), time.Since(start), len(parts))
 	ids := make([]uint64, 0, len(held))
 	var finished []uint64
 	for _, h := range held {
@@ -258,6 +280,33 @@ func timeFilters(b *testing.B, s *Store, filters []pagingFilter, ids []uint64) {
 	}
 }
 
+// writeHeld writes the jobs a fill made to path.
+func writeHeld(path string, held []storetest.HeldJob) error {
+	buf := make([]byte, 0, 17*len(held))
+	for _, h := range held {
+		buf = binary.LittleEndian.AppendUint64(buf, h.ID)
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(h.N))
+		buf = append(buf, byte(h.State))
+	}
+	return os.WriteFile(path, buf, 0o644)
+}
+
+// readHeld reads what writeHeld wrote to path; nil if there is no file.
+func readHeld(path string) ([]storetest.HeldJob, error) {
+	buf, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil || len(buf)%17 != 0 {
+		return nil, fmt.Errorf("%s: %v, %d bytes: remove the directory and fill it again", path, err, len(buf))
+	}
+	held := make([]storetest.HeldJob, 0, len(buf)/17)
+	for ; len(buf) > 0; buf = buf[17:] {
+		held = append(held, storetest.HeldJob{ID: binary.LittleEndian.Uint64(buf), N: int(binary.LittleEndian.Uint64(buf[8:])), State: state.JobState(buf[16])})
+	}
+	return held, nil
+}
+
 // filterName names f's fields that are set: "state=failed kind=k1", or
 // "all".
 func filterName(f store.Filter) string {
@@ -280,7 +329,7 @@ func filterName(f store.Filter) string {
 // search and a kind's page ask for, where the matches among the pending
 // jobs are none, few or many.
 func BenchmarkListBacklog(b *testing.B) {
-	s, n := benchStore(b)
+	s, n := benchStore(b, b.TempDir())
 	ctx := context.Background()
 	now := int64(1_700_000_000_000)
 	start := time.Now()
@@ -346,14 +395,15 @@ func defaultRetention() *state.Retention {
 	return &state.Retention{SucceededMS: 24 * hour, CancelledMS: 24 * hour, FailedMS: 7 * 24 * hour}
 }
 
-// benchStore opens an empty store for a List benchmark, under the default
-// retention, closed at its end, and returns how many jobs to fill it with: RUNLOG_BENCH_HELD, default 1 M.
-func benchStore(b *testing.B) (*Store, int) {
+// benchStore opens the store in dir for a List benchmark, under the
+// default retention, closed at its end, and returns how many jobs to fill
+// it with: RUNLOG_BENCH_HELD, default 1 M.
+func benchStore(b *testing.B, dir string) (*Store, int) {
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("RUNLOG_BENCH_HELD")); err == nil && v > 0 {
 		n = v
 	}
-	s, err := Open(b.TempDir(), Options{State: state.Config{Circuit: retry.DefaultCircuit()}, Retention: defaultRetention(), Now: 1_700_000_000_000})
+	s, err := Open(dir, Options{State: state.Config{Circuit: retry.DefaultCircuit()}, Retention: defaultRetention(), Now: 1_700_000_000_000})
 	if err != nil {
 		b.Fatal(err)
 	}
