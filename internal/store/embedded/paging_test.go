@@ -67,11 +67,7 @@ func TestPagingEveryFilter(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("RUNLOG_TEST_PAGING_JOBS")); err == nil && v > 0 {
 		n = v
 	}
-	s, err := Open(t.TempDir(), Options{Journal: journal.Options{NoPreallocate: true}, State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPaging(t)
 	checkPaging(t, s, fillStore(t, s, n))
 }
 
@@ -81,11 +77,7 @@ func TestPagingEveryFilter(t *testing.T) {
 // returns every match exactly once.
 func TestTargetWithNoLiveJobs(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.TempDir(), Options{Journal: journal.Options{NoPreallocate: true}, State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPaging(t)
 	held := fillStore(t, s, 20_000)
 	if err := s.settle(); err != nil {
 		t.Fatal(err)
@@ -126,6 +118,17 @@ func TestTargetWithNoLiveJobs(t *testing.T) {
 		held = append(held, storetest.HeldJob{ID: r.ID, N: 1_000_001 + 1000*i, State: state.Succeeded})
 	}
 	checkPaging(t, s, held)
+}
+
+// openPaging opens an empty store for a paging test, closed at its end.
+func openPaging(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.TempDir(), Options{Journal: journal.Options{NoPreallocate: true}, State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // checkPaging walks every page of every paging filter in both orders and
