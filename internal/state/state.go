@@ -844,6 +844,15 @@ func (s *State) TargetLoad() map[string]Counts {
 	return load
 }
 
+// TargetLive returns how many jobs of target are pending (held ones
+// included) and running, in O(1).
+func (s *State) TargetLive(target string) (pending, running int) {
+	if c := s.load[target]; c != nil {
+		return c.Pending, c.Running
+	}
+	return 0, 0
+}
+
 // count adds d jobs of spec sp in state st to the counts, overall, per
 // target and per queue.
 func (s *State) count(sp *Spec, st JobState, d int) {

@@ -627,6 +627,8 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 	}
 }
 
+// TestTargetLoad: TargetLoad and TargetLive count each target's pending
+// (held ones included) and running jobs; a finished job is not counted.
 func TestTargetLoad(t *testing.T) {
 	t.Parallel()
 	s := newTestState()
@@ -641,6 +643,11 @@ func TestTargetLoad(t *testing.T) {
 	for target, c := range want {
 		if got[target] != c {
 			t.Fatalf("TargetLoad[%q] = %+v, want %+v", target, got[target], c)
+		}
+	}
+	for _, target := range []string{"a", "b", "c", "none"} {
+		if p, r := s.TargetLive(target); p != want[target].Pending || r != want[target].Running {
+			t.Fatalf("TargetLive(%q) = %d pending, %d running, want %+v", target, p, r, want[target])
 		}
 	}
 	s.ReleaseHeld()

@@ -34,6 +34,7 @@ package embedded
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -654,10 +655,11 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 }
 
 // listMemoryLocked returns up to limit jobs in memory that pass f, after its
-// cursor in its order. A filter on a finished or the running state looks
-// only at those jobs (a few, beside a backlog of pending ones); a search
-// reads the ordered keys (searchMemoryLocked); a kind filter reads the
-// kind's jobs in id order; otherwise the jobs are scanned in id order.
+// cursor in its order. A filter on a finished or the running state, or on
+// a target with no job pending or running, looks only at those jobs (a
+// few, beside a backlog of pending ones); a search reads the ordered keys
+// (searchMemoryLocked); a kind filter reads the kind's jobs in id order;
+// otherwise the jobs are scanned in id order.
 func (s *Store) listMemoryLocked(f *store.Filter, limit int, digits bool) []state.Job {
 	var mem []state.Job
 	var some func(func(*state.Job) bool)
@@ -666,6 +668,13 @@ func (s *Store) listMemoryLocked(f *store.Filter, limit int, digits bool) []stat
 		some = s.st.Finished
 	case "running":
 		some = s.st.RunningJobs
+	}
+	if some == nil && f.Target != "" {
+		if p, r := s.st.TargetLive(f.Target); p == 0 && r == 0 {
+			// Only finished jobs not yet copied out can match: a
+			// scan would walk the whole backlog for none.
+			some = s.st.Finished
+		}
 	}
 	if some == nil && f.Search != "" {
 		some = s.searchMemoryLocked(f.Search, digits)
@@ -717,42 +726,35 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 		return s.tbl.list(tableQuery{state: f.State, kind: f.Kind, target: f.Target, schedule: f.Schedule, after: f.After, desc: !f.Oldest, limit: limit, skip: inMemory}, parts)
 	}
 	// A search is a range of the key index and, for digits, a point read
-	// by id; only the records of the page are read.
-	hits, err := s.tbl.byKeyPrefix(f.Search, parts)
+	// by id; only the records of the page are read, taken from the hits
+	// in order off a heap (a prefix may have many thousand hits), and only
+	// those are looked up in memory.
+	keep := func(id uint64) bool { return f.After == 0 || f.Oldest && id > f.After || !f.Oldest && id < f.After }
+	hits, err := s.tbl.byKeyPrefix(f.Search, parts, keep)
 	if err != nil {
 		return nil, err
 	}
 	if digits {
-		if id, err := strconv.ParseUint(f.Search, 10, 64); err == nil && id != 0 {
+		if id, err := strconv.ParseUint(f.Search, 10, 64); err == nil && id != 0 && keep(id) {
 			hits = append(hits, keyHit{id: id, part: math.MinInt64}) // partition unknown: look in all
 		}
 	}
-	kept := hits[:0]
-	for _, h := range hits {
-		if !inMemory(h.id) && (f.After == 0 || f.Oldest && h.id > f.After || !f.Oldest && h.id < f.After) {
-			kept = append(kept, h)
-		}
-	}
-	slices.SortFunc(kept, func(a, b keyHit) int {
-		if f.Oldest {
-			return cmp.Compare(a.id, b.id)
-		}
-		return cmp.Compare(b.id, a.id)
-	})
+	h := &hitHeap{hits: hits, desc: !f.Oldest}
+	heap.Init(h)
 	var out []state.Job
-	for i, h := range kept {
-		if len(out) == limit {
-			break
-		}
-		if i > 0 && kept[i-1].id == h.id {
+	last := uint64(0)
+	for len(out) < limit && h.Len() > 0 {
+		hit := heap.Pop(h).(keyHit)
+		if hit.id == last || inMemory(hit.id) {
 			continue
 		}
+		last = hit.id
 		var j *state.Job
 		var err error
-		if h.part == math.MinInt64 {
-			j, err = s.tbl.finished(h.id, parts)
+		if hit.part == math.MinInt64 {
+			j, err = s.tbl.finished(hit.id, parts)
 		} else {
-			j, err = s.tbl.record(h.id, h.part)
+			j, err = s.tbl.record(hit.id, hit.part)
 		}
 		if err != nil {
 			return nil, err
@@ -763,6 +765,28 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 		out = append(out, *j)
 	}
 	return out, nil
+}
+
+// hitHeap orders key hits by id, the largest first when desc
+// (container/heap).
+type hitHeap struct {
+	hits []keyHit
+	desc bool
+}
+
+func (h *hitHeap) Len() int { return len(h.hits) }
+func (h *hitHeap) Less(i, j int) bool {
+	if h.desc {
+		return h.hits[i].id > h.hits[j].id
+	}
+	return h.hits[i].id < h.hits[j].id
+}
+func (h *hitHeap) Swap(i, j int) { h.hits[i], h.hits[j] = h.hits[j], h.hits[i] }
+func (h *hitHeap) Push(x any)    { h.hits = append(h.hits, x.(keyHit)) }
+func (h *hitHeap) Pop() any {
+	x := h.hits[len(h.hits)-1]
+	h.hits = h.hits[:len(h.hits)-1]
+	return x
 }
 
 // mergeByID merges two lists of jobs sorted by id (descending when desc)

@@ -2,109 +2,57 @@ package embedded
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/runlog/runlog/internal/journal"
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/store/storetest"
 	"github.com/runlog/runlog/retry"
 )
 
-// held is what the paging test and benchmark know of each job they made.
-type held struct {
-	state, kind, target, key string
-}
-
-// fillStore makes n jobs in mixed states through the store: kinds k0-k4,
-// targets t0-t6, a key on every tenth; most finish (succeeded, failed,
-// cancelled), the rest stay pending; the spiller moves the finished ones
-// to the table except the last batch's. It returns the model.
-func fillStore(tb testing.TB, s *Store, n int) map[uint64]held {
+// fillStore makes n jobs in mixed states through the store
+// (storetest.FillHeld, all at one time); the spiller moves the finished
+// ones to the table except the last batch's. It returns them in id order.
+func fillStore(tb testing.TB, s *Store, n int) []storetest.HeldJob {
 	tb.Helper()
-	ctx := context.Background()
-	model := make(map[uint64]held, n)
-	now := int64(1_700_000_000_000)
-	const batch = 5000
-	for done := 0; done < n; done += batch {
-		m := min(batch, n-done)
-		jobs := make([]store.NewJob, m)
-		for i := range jobs {
-			k := done + i
-			sp := state.Spec{Kind: "k" + strconv.Itoa(k%5), Target: "t" + strconv.Itoa(k%7), Payload: []byte("p"), Policy: retry.Policy{Attempts: 1, BaseMS: 1, CapMS: 1}}
-			if k%10 == 0 {
-				sp.Key = "key-" + strconv.Itoa(k)
-			}
-			jobs[i] = store.NewJob{Due: now, Spec: sp}
-		}
-		res, err := s.Enqueue(ctx, now, jobs)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for i, r := range res {
-			model[r.ID] = held{state: "pending", kind: jobs[i].Spec.Kind, target: jobs[i].Spec.Target, key: jobs[i].Spec.Key}
-		}
-		cs, err := s.Claim(ctx, now, store.Limits{Max: m * 9 / 10})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		outs := make([]store.Outcome, 0, len(cs))
-		for i, c := range cs {
-			class, st := retry.Success, "succeeded"
-			if i%4 == 1 {
-				class, st = retry.Permanent, "failed"
-			}
-			outs = append(outs, store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: class, AfterMS: -1, Error: "x"})
-			h := model[c.ID]
-			h.state = st
-			model[c.ID] = h
-		}
-		if _, err := s.Finish(ctx, now, func() uint32 { return 0 }, outs, store.Limits{}); err != nil {
-			tb.Fatal(err)
-		}
-		for i := 0; i < len(res); i += 37 {
-			if h := model[res[i].ID]; h.state == "pending" {
-				if _, err := s.Cancel(ctx, now, res[i].ID, "c"); err != nil {
-					tb.Fatal(err)
-				}
-				h.state = "cancelled"
-				model[res[i].ID] = h
-			}
-		}
-		if done+batch < n {
-			if err := s.settle(); err != nil {
-				tb.Fatal(err)
-			}
-		}
-	}
-	return model
+	return storetest.FillHeld(tb, s, storetest.HeldFill{N: n, From: 1_700_000_000_000, To: 1_700_000_000_000, Settle: s.settle})
 }
 
-// pagingFilter is a filter with its test on what the model holds.
+// pagingFilter is a filter with its test on what the fill made.
 type pagingFilter struct {
 	f     store.Filter
-	match func(held) bool
+	match func(storetest.HeldJob) bool
 }
 
 // pagingFilters are the filters the paging test walks, each with its test.
 func pagingFilters() []pagingFilter {
+	is := func(st state.JobState) func(storetest.HeldJob) bool {
+		return func(h storetest.HeldJob) bool { return h.State == st }
+	}
 	return []pagingFilter{
-		{store.Filter{}, func(held) bool { return true }},
-		{store.Filter{State: "pending"}, func(h held) bool { return h.state == "pending" }},
-		{store.Filter{State: "succeeded"}, func(h held) bool { return h.state == "succeeded" }},
-		{store.Filter{State: "failed"}, func(h held) bool { return h.state == "failed" }},
-		{store.Filter{State: "cancelled"}, func(h held) bool { return h.state == "cancelled" }},
-		{store.Filter{Kind: "k2"}, func(h held) bool { return h.kind == "k2" }},
-		{store.Filter{Target: "t3"}, func(h held) bool { return h.target == "t3" }},
-		{store.Filter{State: "failed", Kind: "k1"}, func(h held) bool { return h.state == "failed" && h.kind == "k1" }},
-		{store.Filter{State: "succeeded", Target: "t4"}, func(h held) bool { return h.state == "succeeded" && h.target == "t4" }},
-		{store.Filter{Kind: "k3", Target: "t5"}, func(h held) bool { return h.kind == "k3" && h.target == "t5" }},
-		{store.Filter{Search: "key-12"}, func(h held) bool { return len(h.key) >= 6 && h.key[:6] == "key-12" }},
+		{store.Filter{}, func(storetest.HeldJob) bool { return true }},
+		{store.Filter{State: "pending"}, is(state.Pending)},
+		{store.Filter{State: "succeeded"}, is(state.Succeeded)},
+		{store.Filter{State: "failed"}, is(state.Failed)},
+		{store.Filter{State: "cancelled"}, is(state.Cancelled)},
+		{store.Filter{Kind: "k2"}, func(h storetest.HeldJob) bool { return h.Kind() == "k2" }},
+		{store.Filter{Target: "t3"}, func(h storetest.HeldJob) bool { return h.Target() == "t3" }},
+		{store.Filter{Target: "t-done"}, func(h storetest.HeldJob) bool { return h.Target() == "t-done" }},
+		{store.Filter{State: "failed", Kind: "k1"}, func(h storetest.HeldJob) bool { return h.State == state.Failed && h.Kind() == "k1" }},
+		{store.Filter{State: "succeeded", Target: "t4"}, func(h storetest.HeldJob) bool { return h.State == state.Succeeded && h.Target() == "t4" }},
+		{store.Filter{Kind: "k3", Target: "t5"}, func(h storetest.HeldJob) bool { return h.Kind() == "k3" && h.Target() == "t5" }},
+		{store.Filter{Search: "key-12"}, func(h storetest.HeldJob) bool { return strings.HasPrefix(h.Key(), "key-12") }},
 	}
 }
 
@@ -119,21 +67,83 @@ func TestPagingEveryFilter(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("RUNLOG_TEST_PAGING_JOBS")); err == nil && v > 0 {
 		n = v
 	}
+	s := openPaging(t)
+	checkPaging(t, s, fillStore(t, s, n))
+}
+
+// TestTargetWithNoLiveJobs: a target none of whose jobs is pending or
+// running is listed from the finished jobs memory still holds (not a scan
+// of the backlog) and the table's: every page of every filter still
+// returns every match exactly once.
+func TestTargetWithNoLiveJobs(t *testing.T) {
+	t.Parallel()
+	s := openPaging(t)
+	held := fillStore(t, s, 20_000)
+	if err := s.settle(); err != nil {
+		t.Fatal(err)
+	}
+	// Jobs of t-done that finish while the spiller is stopped stay in
+	// memory beside those in the table.
+	s.sp.stop()
+	ctx := context.Background()
+	now := int64(1_700_000_000_000)
+	var more []store.NewJob
+	for n := 1_000_001; n < 1_005_000; n += 1000 {
+		h := storetest.HeldJob{N: n}
+		more = append(more, store.NewJob{Due: now, Spec: state.Spec{Kind: h.Kind(), Target: h.Target(), Key: h.Key(), Policy: retry.Policy{Attempts: 1}}})
+	}
+	res, err := s.Enqueue(ctx, now, more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Claim(ctx, now, store.Limits{Max: len(more)})
+	if err != nil || len(cs) != len(more) {
+		t.Fatalf("claim: %d of %d jobs, %v", len(cs), len(more), err)
+	}
+	outs := make([]store.Outcome, len(cs))
+	for i, c := range cs {
+		outs[i] = store.Outcome{ID: c.ID, Attempt: c.Attempt, Class: retry.Success, AfterMS: -1}
+	}
+	if _, err := s.Finish(ctx, now, func() uint32 { return 0 }, outs, store.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	pending, running := s.st.TargetLive("t-done")
+	_, inMemory := s.st.Job(res[0].ID)
+	s.mu.Unlock()
+	if pending != 0 || running != 0 || !inMemory {
+		t.Fatalf("t-done: %d pending, %d running, a finished job in memory %v: the test needs none live and some finished in memory", pending, running, inMemory)
+	}
+	for i, r := range res {
+		held = append(held, storetest.HeldJob{ID: r.ID, N: 1_000_001 + 1000*i, State: state.Succeeded})
+	}
+	checkPaging(t, s, held)
+}
+
+// openPaging opens an empty store for a paging test, closed at its end.
+func openPaging(t *testing.T) *Store {
+	t.Helper()
 	s, err := Open(t.TempDir(), Options{Journal: journal.Options{NoPreallocate: true}, State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	model := fillStore(t, s, n)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// checkPaging walks every page of every paging filter in both orders and
+// checks that it returns every job of held that passes, exactly once, in
+// order, with no short or empty page before the end.
+func checkPaging(t *testing.T, s *Store, held []storetest.HeldJob) {
+	t.Helper()
 	ctx := context.Background()
 	for _, pf := range pagingFilters() {
 		var want []uint64
-		for id, h := range model {
+		for _, h := range held {
 			if pf.match(h) {
-				want = append(want, id)
+				want = append(want, h.ID)
 			}
 		}
-		slices.Sort(want)
 		for _, oldest := range []bool{true, false} {
 			f := pf.f
 			f.Oldest, f.Limit = oldest, 500
@@ -174,87 +184,145 @@ func firstDiff(a, b []uint64) int {
 }
 
 // BenchmarkListHeld fills a store with RUNLOG_BENCH_HELD jobs (default
-// 1 M; the figure is 10 M) and times, per filter, the first page
-// of 50 and pages from random cursors, and Job of random finished jobs,
-// reporting p50 and p99.
+// 1 M; the figure is 10 M) finished over 23 hours under the
+// default retention (so in as many partitions as a store that ran that
+// long holds), and times, per filter, the first page of 50 and pages from
+// random cursors, and Job of random finished jobs, reporting p50 and p99.
+// With RUNLOG_BENCH_HELD_DIR it fills that directory once and later runs
+// reopen it (the jobs made are kept in held.bin beside the store), so
+// that two builds can be timed alternately on the same jobs.
 func BenchmarkListHeld(b *testing.B) {
-	s, n := benchStore(b)
+	dir := os.Getenv("RUNLOG_BENCH_HELD_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	s, n := benchStore(b, dir)
 	start := time.Now()
-	model := fillStore(b, s, n)
-	if err := s.settle(); err != nil {
+	held, err := readHeld(filepath.Join(dir, "held.bin"))
+	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("filled %d jobs in %v", n, time.Since(start))
-	ids := make([]uint64, 0, len(model))
-	var finished []uint64
-	for id, h := range model {
-		ids = append(ids, id)
-		if h.state != "pending" {
-			finished = append(finished, id)
+	if held == nil {
+		if c := s.st.Counts(); c.Total() != 0 {
+			b.Fatalf("%s holds %d jobs but no held.bin (a fill cut short?): remove it and fill again", dir, c.Total())
+		}
+		from := int64(1_700_000_000_000)
+		held = storetest.FillHeld(b, s, storetest.HeldFill{N: n, From: from, To: from + 23*3_600_000, Settle: s.settle})
+		if err := s.settle(); err != nil {
+			b.Fatal(err)
+		}
+		if err := writeHeld(filepath.Join(dir, "held.bin"), held); err != nil {
+			b.Fatal(err)
 		}
 	}
-	slices.Sort(ids)
+	parts, _ := s.st.Parts()
+	b.Logf("%d jobs filled or reopened in %v; %d partitions", len(held), time.Since(start), len(parts))
+	ids := make([]uint64, 0, len(held))
+	var finished []uint64
+	for _, h := range held {
+		ids = append(ids, h.ID)
+		if h.State != state.Pending {
+			finished = append(finished, h.ID)
+		}
+	}
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		timeFilters(b, s, pagingFilters(), ids)
-		var gets []time.Duration
+		key, id := held[len(held)/3].N/10*10, finished[len(finished)/2]
+		filters := append(pagingFilters(),
+			pagingFilter{f: store.Filter{Search: "key-" + strconv.Itoa(key)}},
+			pagingFilter{f: store.Filter{Search: strconv.FormatUint(id, 10)}})
+		timeFilters(b, s, filters, ids)
+		var gets storetest.Timings
+		runtime.LockOSThread()
 		for k := range 2000 {
-			t0 := time.Now()
-			if _, err := s.Job(ctx, finished[(k*104729)%len(finished)]); err != nil {
-				b.Fatal(err)
-			}
-			gets = append(gets, time.Since(t0))
+			gets.Time(func() {
+				if _, err := s.Job(ctx, finished[(k*104729)%len(finished)]); err != nil {
+					b.Fatal(err)
+				}
+			})
 		}
-		g50, g99 := percentiles(gets)
-		b.ReportMetric(float64(g99.Microseconds())/1000, "job-p99-ms")
-		b.Logf("Job(id) of a finished job: p50 %v p99 %v", g50, g99)
+		runtime.UnlockOSThread()
+		b.ReportMetric(float64(gets.P99().Microseconds())/1000, "job-p99-ms")
+		fmt.Printf("Job(id) of a finished job: %v\n", &gets)
 	}
 }
 
-// percentiles returns the p50 and p99 of d, which it sorts.
-func percentiles(d []time.Duration) (time.Duration, time.Duration) {
-	slices.Sort(d)
-	return d[len(d)/2], d[len(d)*99/100]
-}
-
-// timeFilters times List, per filter, on the first page of 50 and on pages
-// from 200 cursors among ids, and reports and prints the p50 and p99 of
-// each, wall and CPU.
+// timeFilters times List, per filter and in both orders, on the first
+// page of 50 and on pages from 200 cursors among ids, and reports and
+// prints the p50 and p99 of each, wall and CPU.
 func timeFilters(b *testing.B, s *Store, filters []pagingFilter, ids []uint64) {
 	ctx := context.Background()
-	// The CPU time of each call is measured too (the goroutine locked to
-	// its thread): on a shared machine the wall time's tail is mostly the
-	// waits for a core.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for i, pf := range filters {
-		var first, later, firstCPU, laterCPU []time.Duration
-		for k := range 400 {
-			f := pf.f
-			f.Limit = 50
-			if k%2 == 1 {
-				f.After = ids[(k*7919)%len(ids)]
+		for _, oldest := range []bool{false, true} {
+			var first, later storetest.Timings
+			for k := range 400 {
+				f := pf.f
+				f.Limit, f.Oldest = 50, oldest
+				t := &first
+				if k%2 == 1 {
+					f.After, t = ids[(k*7919)%len(ids)], &later
+				}
+				t.Time(func() {
+					if _, _, err := s.List(ctx, f); err != nil {
+						b.Fatal(err)
+					}
+				})
 			}
-			t0, c0 := time.Now(), threadCPU()
-			if _, _, err := s.List(ctx, f); err != nil {
-				b.Fatal(err)
+			order := "newest"
+			if oldest {
+				order = "oldest"
 			}
-			if f.After == 0 {
-				first, firstCPU = append(first, time.Since(t0)), append(firstCPU, threadCPU()-c0)
-			} else {
-				later, laterCPU = append(later, time.Since(t0)), append(laterCPU, threadCPU()-c0)
-			}
+			b.ReportMetric(float64(first.P99().Microseconds())/1000, fmt.Sprintf("f%d-%s-first-p99-ms", i, order))
+			b.ReportMetric(float64(later.P99().Microseconds())/1000, fmt.Sprintf("f%d-%s-later-p99-ms", i, order))
+			// Printed, not logged: a benchmark's log is cut at 10 lines.
+			fmt.Printf("%-24s %s first: first page %v; later pages %v\n", filterName(pf.f), order, &first, &later)
 		}
-		p50, p99 := percentiles(first)
-		l50, l99 := percentiles(later)
-		c50, cp99 := percentiles(firstCPU)
-		cl50, cl99 := percentiles(laterCPU)
-		b.ReportMetric(float64(p99.Microseconds())/1000, fmt.Sprintf("f%d-first-p99-ms", i))
-		b.ReportMetric(float64(l99.Microseconds())/1000, fmt.Sprintf("f%d-later-p99-ms", i))
-		// Printed, not logged: a benchmark's log is cut at 10 lines.
-		fmt.Printf("filter %+v: first page p50 %v p99 %v (CPU p50 %v p99 %v); later pages p50 %v p99 %v (CPU p50 %v p99 %v)\n", pf.f, p50, p99, c50, cp99, l50, l99, cl50, cl99)
 	}
+}
+
+// writeHeld writes the jobs a fill made to path.
+func writeHeld(path string, held []storetest.HeldJob) error {
+	buf := make([]byte, 0, 17*len(held))
+	for _, h := range held {
+		buf = binary.LittleEndian.AppendUint64(buf, h.ID)
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(h.N))
+		buf = append(buf, byte(h.State))
+	}
+	return os.WriteFile(path, buf, 0o644)
+}
+
+// readHeld reads what writeHeld wrote to path; nil if there is no file.
+func readHeld(path string) ([]storetest.HeldJob, error) {
+	buf, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil || len(buf)%17 != 0 {
+		return nil, fmt.Errorf("%s: %v, %d bytes: remove the directory and fill it again", path, err, len(buf))
+	}
+	held := make([]storetest.HeldJob, 0, len(buf)/17)
+	for ; len(buf) > 0; buf = buf[17:] {
+		held = append(held, storetest.HeldJob{ID: binary.LittleEndian.Uint64(buf), N: int(binary.LittleEndian.Uint64(buf[8:])), State: state.JobState(buf[16])})
+	}
+	return held, nil
+}
+
+// filterName names f's fields that are set: "state=failed kind=k1", or
+// "all".
+func filterName(f store.Filter) string {
+	var parts []string
+	for _, p := range [][2]string{{"state", f.State}, {"kind", f.Kind}, {"target", f.Target}, {"search", f.Search}} {
+		if p[1] != "" {
+			parts = append(parts, p[0]+"="+p[1])
+		}
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, " ")
 }
 
 // BenchmarkListBacklog times List over a backlog: RUNLOG_BENCH_HELD
@@ -264,7 +332,7 @@ func timeFilters(b *testing.B, s *Store, filters []pagingFilter, ids []uint64) {
 // search and a kind's page ask for, where the matches among the pending
 // jobs are none, few or many.
 func BenchmarkListBacklog(b *testing.B) {
-	s, n := benchStore(b)
+	s, n := benchStore(b, b.TempDir())
 	ctx := context.Background()
 	now := int64(1_700_000_000_000)
 	start := time.Now()
@@ -323,14 +391,22 @@ func BenchmarkListBacklog(b *testing.B) {
 	}
 }
 
-// benchStore opens an empty store for a List benchmark, closed at its end,
-// and returns how many jobs to fill it with: RUNLOG_BENCH_HELD, default 1 M.
-func benchStore(b *testing.B) (*Store, int) {
+// defaultRetention is runlog's default retention: 24 hours for succeeded
+// and cancelled jobs, 7 days for failed ones.
+func defaultRetention() *state.Retention {
+	const hour = 3_600_000
+	return &state.Retention{SucceededMS: 24 * hour, CancelledMS: 24 * hour, FailedMS: 7 * 24 * hour}
+}
+
+// benchStore opens the store in dir for a List benchmark, under the
+// default retention, closed at its end, and returns how many jobs to fill
+// it with: RUNLOG_BENCH_HELD, default 1 M.
+func benchStore(b *testing.B, dir string) (*Store, int) {
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("RUNLOG_BENCH_HELD")); err == nil && v > 0 {
 		n = v
 	}
-	s, err := Open(b.TempDir(), Options{State: state.Config{Circuit: retry.DefaultCircuit()}, Now: 1_700_000_000_000})
+	s, err := Open(dir, Options{State: state.Config{Circuit: retry.DefaultCircuit()}, Retention: defaultRetention(), Now: 1_700_000_000_000})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -587,24 +587,26 @@ type keyHit struct {
 }
 
 // byKeyPrefix returns the finished jobs in parts whose key starts with
-// prefix, in no order; a prefix that more than maxSearch keys start with
-// is refused.
-func (t *table) byKeyPrefix(prefix string, parts []int64) ([]keyHit, error) {
+// prefix and that keep passes, in no order; a prefix that more than
+// maxSearch keys start with is refused.
+func (t *table) byKeyPrefix(prefix string, parts []int64, keep func(uint64) bool) ([]keyHit, error) {
 	var ids []keyHit
+	seen := 0
 	for _, end := range parts {
 		lo := keyKey(end, prefix)
-		hi := append(partPrefix(nil, end), 'y'+1)
-		it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 		if err != nil {
 			return nil, tableError(t.path, err)
 		}
-		for it.First(); it.Valid() && bytes.HasPrefix(it.Key(), lo); it.Next() {
-			if v := it.Value(); len(v) == 8 {
-				ids = append(ids, keyHit{id: binary.BigEndian.Uint64(v), part: end})
-			}
-			if len(ids) > maxSearch {
+		for it.First(); it.Valid(); it.Next() {
+			if seen++; seen > maxSearch {
 				it.Close()
 				return nil, fmt.Errorf("embedded: more than %d finished jobs have a key that starts with %q: search for a longer prefix", maxSearch, prefix)
+			}
+			if v := it.Value(); len(v) == 8 {
+				if id := binary.BigEndian.Uint64(v); keep(id) {
+					ids = append(ids, keyHit{id: id, part: end})
+				}
 			}
 		}
 		err = it.Error()
@@ -614,6 +616,19 @@ func (t *table) byKeyPrefix(prefix string, parts []int64) ([]keyHit, error) {
 		}
 	}
 	return ids, nil
+}
+
+// prefixEnd returns the first key after every key that starts with p,
+// which holds a byte below 0xff.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	panic("embedded: prefixEnd of a key of 0xff bytes")
 }
 
 // record returns finished job id of partition part, or nil.

@@ -64,6 +64,7 @@ func walkAll(t *testing.T, s *Store, f store.Filter) []uint64 {
 // three) lists exactly the jobs of the unfiltered list that pass it.
 func checkFilters(t *testing.T, s *Store) {
 	t.Helper()
+	type held struct{ state, kind, target string }
 	all := make(map[uint64]held)
 	ctx := context.Background()
 	for _, id := range walkAll(t, s, store.Filter{}) {

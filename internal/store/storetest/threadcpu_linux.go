@@ -1,4 +1,4 @@
-package embedded
+package storetest
 
 import (
 	"syscall"
@@ -6,10 +6,10 @@ import (
 	"unsafe"
 )
 
-// threadCPU returns the CPU time the calling thread has used
+// ThreadCPU returns the CPU time the calling thread has used
 // (CLOCK_THREAD_CPUTIME_ID): with the goroutine locked to its thread, the
 // CPU a call costs, whatever else the machine runs meanwhile.
-func threadCPU() time.Duration {
+func ThreadCPU() time.Duration {
 	var ts syscall.Timespec
 	const clockThreadCPUTime = 3
 	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
