@@ -9,46 +9,61 @@ import (
 )
 
 // The lookups: what a filtered list of the jobs the state holds reads
-// instead of a scan of all of them. Both follow the jobs the state holds
+// instead of a scan of all of them. They follow the jobs the state holds
 // (pending, running, and finished ones not yet evicted), so their memory
 // follows the live work:
 //
-//   - byKind: per job kind, the ids of its jobs, ascending, and how many
-//     there are (KindCount, KindScan). While every job the state holds is
-//     of one kind (sole), that kind has no list: the jobs are its list, and
-//     a backlog of a million jobs of one kind does not pay for a second
-//     million ids. The first job of another kind makes the list.
+//   - kinds and targets: per job kind, and per target, the ids of its
+//     jobs, ascending, and how many there are (KindCount, KindScan,
+//     TargetCount, TargetScan). While every job the state holds has one
+//     kind (one target), that value has no list: the jobs are its list,
+//     and a backlog of a million jobs of one kind does not pay for a
+//     second million ids. The first job of another value makes the list.
 //   - ordered: the idempotency keys of the jobs, in key order (KeyPrefix).
 //     The keys map answers a point lookup; this answers a prefix.
 //
 // They are derived from the jobs, never journaled nor in the snapshot:
 // insert, remove and the snapshot's load keep them.
 
-// kindIDs is the ids of one kind's jobs, ascending. A removed job's id
-// stays in place until the next compaction (its entry is dead: the state
-// no longer holds a job of this kind with that id), so that removing one
-// costs O(1); dead entries are at most half of the list beyond a few.
-type kindIDs struct {
+// idList is the ids of the jobs of one value (a kind, a target),
+// ascending. A removed job's id stays in place until the next compaction
+// (its entry is dead: the state no longer holds a job of this value with
+// that id), so that removing one costs O(1); dead entries are at most half
+// of the list beyond a few.
+type idList struct {
 	ids  []uint64
 	dead int
 }
 
-// lookups are the state's lookups (see above).
-type lookups struct {
-	byKind map[string]*kindIDs
-	// sole, when set (hasSole), is the kind of every job the state holds;
-	// byKind is then empty.
+// idIndex is the ids of the jobs the state holds by one field of their
+// Spec (of): a list per value, or none while every job has the same value
+// (sole).
+type idIndex struct {
+	name    string // "kind", "target": for Check's errors
+	of      func(*Spec) string
+	byValue map[string]*idList
+	// sole, when set (hasSole), is the value of every job the state
+	// holds; byValue is then empty.
 	sole    string
 	hasSole bool
-	ordered *btreemap.BTreeMap[string, uint64]
-	// last caches byKind[lastKind] (nil: nothing cached): runs of one
-	// kind are common.
-	last     *kindIDs
-	lastKind string
+	// last caches byValue[lastValue] (nil: nothing cached): runs of one
+	// value are common.
+	last      *idList
+	lastValue string
+}
+
+// lookups are the state's lookups (see above).
+type lookups struct {
+	kinds, targets idIndex
+	ordered        *btreemap.BTreeMap[string, uint64]
 }
 
 func newLookups() lookups {
-	return lookups{byKind: make(map[string]*kindIDs), ordered: btreemap.New[string, uint64](32, strings.Compare)}
+	return lookups{
+		kinds:   idIndex{name: "kind", of: func(sp *Spec) string { return sp.Kind }, byValue: make(map[string]*idList)},
+		targets: idIndex{name: "target", of: func(sp *Spec) string { return sp.Target }, byValue: make(map[string]*idList)},
+		ordered: btreemap.New[string, uint64](32, strings.Compare),
+	}
 }
 
 // added indexes job j, which the state has just come to hold.
@@ -56,80 +71,94 @@ func (s *State) added(j *Job) {
 	if k := j.Spec.Key; k != "" {
 		s.look.ordered.ReplaceOrInsert(k, j.ID)
 	}
-	kind := j.Spec.Kind
+	s.look.kinds.added(s, j)
+	s.look.targets.added(s, j)
+}
+
+func (x *idIndex) added(s *State, j *Job) {
+	v := x.of(j.Spec)
 	switch {
-	case s.look.hasSole && s.look.sole == kind:
+	case x.hasSole && x.sole == v:
 		return
-	case !s.look.hasSole && len(s.look.byKind) == 0:
-		s.look.sole, s.look.hasSole = kind, true
+	case !x.hasSole && len(x.byValue) == 0:
+		x.sole, x.hasSole = v, true
 		return
-	case s.look.hasSole:
-		s.splitSole(j)
+	case x.hasSole:
+		x.splitSole(s, j)
 	}
-	l := s.kindList(kind)
+	l := x.list(v)
 	if n := len(l.ids); n == 0 || l.ids[n-1] < j.ID {
 		l.ids = append(l.ids, j.ID) // the usual case: ids come in order
 	} else if i, found := slices.BinarySearch(l.ids, j.ID); found {
-		l.dead-- // the entry a job of this id and kind left
+		l.dead-- // the entry a job of this id and value left
 	} else {
 		l.ids = slices.Insert(l.ids, i, j.ID)
 	}
 }
 
-// splitSole gives the sole kind its list, as j, of another kind, joins
+// splitSole gives the sole value its list, as j, of another value, joins
 // the jobs: the list holds the ids of every job the state holds but j.
-func (s *State) splitSole(j *Job) {
-	l := &kindIDs{ids: make([]uint64, 0, s.Len())}
+func (x *idIndex) splitSole(s *State, j *Job) {
+	l := &idList{ids: make([]uint64, 0, s.Len())}
 	for _, o := range s.jobs {
 		if o != nil && o != j {
 			l.ids = append(l.ids, o.ID)
 		}
 	}
-	s.look.byKind[s.look.sole] = l
-	s.look.sole, s.look.hasSole = "", false
+	x.byValue[x.sole] = l
+	x.sole, x.hasSole = "", false
 }
 
-// kindList returns the ids of kind, made if it has none.
-func (s *State) kindList(kind string) *kindIDs {
-	if s.look.last != nil && s.look.lastKind == kind {
-		return s.look.last
+// list returns the ids of value v, made if it has none.
+func (x *idIndex) list(v string) *idList {
+	if x.last != nil && x.lastValue == v {
+		return x.last
 	}
-	l := s.look.byKind[kind]
+	l := x.byValue[v]
 	if l == nil {
-		l = &kindIDs{}
-		s.look.byKind[kind] = l
+		l = &idList{}
+		x.byValue[v] = l
 	}
-	s.look.last, s.look.lastKind = l, kind
+	x.last, x.lastValue = l, v
 	return l
 }
 
 // indexAll builds the lookups of the jobs the state holds, which it
-// indexes for the first time (a snapshot's load): each kind's ids in one
-// allocation of the right size.
+// indexes for the first time (a snapshot's load).
 func (s *State) indexAll() {
+	for _, j := range s.jobs {
+		if j == nil {
+			continue
+		}
+		if k := j.Spec.Key; k != "" {
+			s.look.ordered.ReplaceOrInsert(k, j.ID)
+		}
+	}
+	s.look.kinds.indexAll(s)
+	s.look.targets.indexAll(s)
+}
+
+// indexAll builds x over the jobs the state holds: each value's ids in
+// one allocation of the right size.
+func (x *idIndex) indexAll(s *State) {
 	n := make(map[string]int)
 	for _, j := range s.jobs {
 		if j != nil {
-			n[j.Spec.Kind]++
+			n[x.of(j.Spec)]++
 		}
 	}
 	if len(n) == 1 {
-		for kind := range n {
-			s.look.sole, s.look.hasSole = kind, true
-		}
-		for _, j := range s.jobs {
-			if k := j.Spec.Key; k != "" {
-				s.look.ordered.ReplaceOrInsert(k, j.ID)
-			}
+		for v := range n {
+			x.sole, x.hasSole = v, true
 		}
 		return
 	}
-	for kind, c := range n {
-		s.look.byKind[kind] = &kindIDs{ids: make([]uint64, 0, c)}
+	for v, c := range n {
+		x.byValue[v] = &idList{ids: make([]uint64, 0, c)}
 	}
 	for _, j := range s.jobs {
 		if j != nil {
-			s.added(j)
+			x.added(s, j)
 		}
 	}
 }
@@ -141,72 +170,72 @@ func (s *State) removed(j *Job) {
 			s.look.ordered.Delete(k)
 		}
 	}
-	kind := j.Spec.Kind
-	if s.look.hasSole {
+	s.look.kinds.removed(s, j)
+	s.look.targets.removed(s, j)
+}
+
+func (x *idIndex) removed(s *State, j *Job) {
+	if x.hasSole {
 		if s.Len() == 0 {
-			s.look.sole, s.look.hasSole = "", false
+			x.sole, x.hasSole = "", false
 		}
 		return
 	}
-	l := s.look.byKind[kind]
+	v := x.of(j.Spec)
+	l := x.byValue[v]
 	if l == nil {
 		return
 	}
 	l.dead++
 	switch {
 	case l.dead >= len(l.ids):
-		delete(s.look.byKind, kind)
-		if s.look.last == l {
-			s.look.last = nil
+		delete(x.byValue, v)
+		if x.last == l {
+			x.last = nil
 		}
 	case l.dead > 32 && l.dead > len(l.ids)/2:
-		l.ids = slices.DeleteFunc(l.ids, func(id uint64) bool { return !s.holdsOfKind(id, kind) })
+		l.ids = slices.DeleteFunc(l.ids, func(id uint64) bool { return !x.holds(s, id, v) })
 		l.ids = slices.Clip(l.ids)
 		l.dead = 0
 	}
 }
 
-// holdsOfKind reports whether the state holds job id, of kind.
-func (s *State) holdsOfKind(id uint64, kind string) bool {
+// holds reports whether the state holds job id, of value v.
+func (x *idIndex) holds(s *State, id uint64, v string) bool {
 	j := s.job(id)
-	return j != nil && j.Spec.Kind == kind
+	return j != nil && x.of(j.Spec) == v
 }
 
-// KindCount returns how many jobs of kind the state holds (pending,
-// running, and finished ones not yet evicted), in O(1).
-func (s *State) KindCount(kind string) int {
-	if s.look.hasSole {
-		if kind == s.look.sole {
+// count returns how many jobs of value v the state holds.
+func (x *idIndex) count(s *State, v string) int {
+	if x.hasSole {
+		if v == x.sole {
 			return s.Len()
 		}
 		return 0
 	}
-	l := s.look.byKind[kind]
+	l := x.byValue[v]
 	if l == nil {
 		return 0
 	}
 	return len(l.ids) - l.dead
 }
 
-// KindScan is Scan over the jobs of kind only: it calls fn for them in id
-// order until fn returns false, ascending from the first id above afterID,
-// or, when desc, descending from the last id below it (afterID 0: from
-// the first, or last). It costs O(log n) to find the start, then O(1) per
-// job of the kind. fn must not apply ops.
-func (s *State) KindScan(kind string, afterID uint64, desc bool, fn func(*Job) bool) {
-	if s.look.hasSole {
-		if kind == s.look.sole {
+// scan is Scan over the jobs of value v (see KindScan).
+func (x *idIndex) scan(s *State, v string, afterID uint64, desc bool, fn func(*Job) bool) {
+	if x.hasSole {
+		if v == x.sole {
 			s.Scan(afterID, desc, fn)
 		}
 		return
 	}
-	l := s.look.byKind[kind]
+	l := x.byValue[v]
 	if l == nil {
 		return
 	}
 	visit := func(id uint64) bool {
 		j := s.job(id)
-		if j == nil || j.Spec.Kind != kind || s.gone(j) {
+		if j == nil || x.of(j.Spec) != v || s.gone(j) {
 			return true // a dead entry
 		}
 		return fn(j)
@@ -234,6 +263,28 @@ func (s *State) KindScan(kind string, afterID uint64, desc bool, fn func(*Job) b
 	}
 }
 
+// KindCount returns how many jobs of kind the state holds (pending,
+// running, and finished ones not yet evicted), in O(1).
+func (s *State) KindCount(kind string) int { return s.look.kinds.count(s, kind) }
+
+// KindScan is Scan over the jobs of kind only: it calls fn for them in id
+// order until fn returns false, ascending from the first id above afterID,
+// or, when desc, descending from the last id below it (afterID 0: from
+// the first, or last). It costs O(log n) to find the start, then O(1) per
+// job of the kind. fn must not apply ops.
+func (s *State) KindScan(kind string, afterID uint64, desc bool, fn func(*Job) bool) {
+	s.look.kinds.scan(s, kind, afterID, desc, fn)
+}
+
+// TargetCount returns how many jobs of target the state holds (pending,
+// running, and finished ones not yet evicted), in O(1).
+func (s *State) TargetCount(target string) int { return s.look.targets.count(s, target) }
+
+// TargetScan is KindScan over the jobs of target.
+func (s *State) TargetScan(target string, afterID uint64, desc bool, fn func(*Job) bool) {
+	s.look.targets.scan(s, target, afterID, desc, fn)
+}
+
 // KeyPrefix calls fn, in key order, with each idempotency key that starts
 // with prefix among the jobs the state holds, and its job, until fn
 // returns false. It costs O(log n) to find the first, then O(1) per key.
@@ -255,36 +306,9 @@ func (s *State) KeyPrefix(prefix string, fn func(key string, j *Job) bool) {
 // map. It is part of Check, which a snapshot's load runs, so it allocates
 // nothing per job.
 func (s *State) checkLookups() error {
-	perKind := make(map[string]int)
-	for _, j := range s.jobs {
-		if j != nil {
-			perKind[j.Spec.Kind]++
-		}
-	}
-	for kind, l := range s.look.byKind {
-		live := 0
-		for i, id := range l.ids {
-			if i > 0 && l.ids[i-1] >= id {
-				return fmt.Errorf("kind %q: ids not strictly ascending at %d", kind, id)
-			}
-			if s.holdsOfKind(id, kind) {
-				live++
-			}
-		}
-		if live != perKind[kind] || len(l.ids)-l.dead != live || live == 0 {
-			return fmt.Errorf("kind %q: %d ids indexed (%d live, %d counted dead), %d jobs held", kind, len(l.ids), live, l.dead, perKind[kind])
-		}
-	}
-	if s.look.hasSole {
-		if len(s.look.byKind) != 0 || len(perKind) != 1 || perKind[s.look.sole] == 0 {
-			return fmt.Errorf("sole kind %q: %d kinds held (%v), %d listed", s.look.sole, len(perKind), perKind, len(s.look.byKind))
-		}
-	} else if len(perKind) == 1 && len(s.look.byKind) == 0 {
-		return fmt.Errorf("one kind held, no list and no sole kind")
-	}
-	for kind, n := range perKind {
-		if s.look.byKind[kind] == nil && !s.look.hasSole {
-			return fmt.Errorf("kind %q: %d jobs held, none indexed", kind, n)
+	for _, x := range []*idIndex{&s.look.kinds, &s.look.targets} {
+		if err := x.check(s); err != nil {
+			return err
 		}
 	}
 	if n := s.look.ordered.Len(); n != len(s.keys) {
@@ -293,6 +317,43 @@ func (s *State) checkLookups() error {
 	for k, id := range s.look.ordered.Ascend(btreemap.Min[string](), btreemap.Max[string]()) {
 		if s.keys[k] != id {
 			return fmt.Errorf("key %q ordered for job %d, mapped to job %d", k, id, s.keys[k])
+		}
+	}
+	return nil
+}
+
+// check checks x against a scan of the jobs (checkLookups).
+func (x *idIndex) check(s *State) error {
+	per := make(map[string]int)
+	for _, j := range s.jobs {
+		if j != nil {
+			per[x.of(j.Spec)]++
+		}
+	}
+	for v, l := range x.byValue {
+		live := 0
+		for i, id := range l.ids {
+			if i > 0 && l.ids[i-1] >= id {
+				return fmt.Errorf("%s %q: ids not strictly ascending at %d", x.name, v, id)
+			}
+			if x.holds(s, id, v) {
+				live++
+			}
+		}
+		if live != per[v] || len(l.ids)-l.dead != live || live == 0 {
+			return fmt.Errorf("%s %q: %d ids indexed (%d live, %d counted dead), %d jobs held", x.name, v, len(l.ids), live, l.dead, per[v])
+		}
+	}
+	if x.hasSole {
+		if len(x.byValue) != 0 || len(per) != 1 || per[x.sole] == 0 {
+			return fmt.Errorf("sole %s %q: %d held (%v), %d listed", x.name, x.sole, len(per), per, len(x.byValue))
+		}
+	} else if len(per) == 1 && len(x.byValue) == 0 {
+		return fmt.Errorf("one %s held, no list and no sole %s", x.name, x.name)
+	}
+	for v, n := range per {
+		if x.byValue[v] == nil && !x.hasSole {
+			return fmt.Errorf("%s %q: %d jobs held, none indexed", x.name, v, n)
 		}
 	}
 	return nil

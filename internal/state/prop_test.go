@@ -55,36 +55,49 @@ func (m *sim) step(op Op) {
 	m.checkKinds(op.ID)
 }
 
-// checkKinds checks that the lookup by kind gives what a scan filtered by
-// kind gives, in both orders, from the start and from id after.
+// checkKinds checks that the lookups by kind and by target give what a
+// scan filtered by kind or target gives, in both orders, from the start
+// and from id after, and that their counts are right.
 func (m *sim) checkKinds(after uint64) {
-	for _, kind := range []string{"k", "j"} {
-		for _, desc := range []bool{false, true} {
-			for _, from := range []uint64{0, after} {
-				var want, got []uint64
-				m.live.Scan(from, desc, func(j *Job) bool {
-					if j.Spec.Kind == kind {
-						want = append(want, j.ID)
+	lookups := []struct {
+		name   string
+		values []string
+		of     func(*Spec) string
+		scan   func(string, uint64, bool, func(*Job) bool)
+		count  func(string) int
+	}{
+		{"Kind", []string{"k", "j"}, func(sp *Spec) string { return sp.Kind }, m.live.KindScan, m.live.KindCount},
+		{"Target", []string{"a", "b", "c"}, func(sp *Spec) string { return sp.Target }, m.live.TargetScan, m.live.TargetCount},
+	}
+	for _, l := range lookups {
+		for _, v := range l.values {
+			for _, desc := range []bool{false, true} {
+				for _, from := range []uint64{0, after} {
+					var want, got []uint64
+					m.live.Scan(from, desc, func(j *Job) bool {
+						if l.of(j.Spec) == v {
+							want = append(want, j.ID)
+						}
+						return true
+					})
+					l.scan(v, from, desc, func(j *Job) bool {
+						got = append(got, j.ID)
+						return true
+					})
+					if !slices.Equal(got, want) {
+						m.t.Fatalf("%sScan(%q, %d, desc %v) = %v, a scan gives %v", l.name, v, from, desc, got, want)
 					}
-					return true
-				})
-				m.live.KindScan(kind, from, desc, func(j *Job) bool {
-					got = append(got, j.ID)
-					return true
-				})
-				if !slices.Equal(got, want) {
-					m.t.Fatalf("KindScan(%q, %d, desc %v) = %v, a scan gives %v", kind, from, desc, got, want)
 				}
 			}
-		}
-		n := 0 // jobs held, those of dropped partitions not yet evicted included
-		for _, j := range m.live.jobs {
-			if j != nil && j.Spec.Kind == kind {
-				n++
+			n := 0 // jobs held, those of dropped partitions not yet evicted included
+			for _, j := range m.live.jobs {
+				if j != nil && l.of(j.Spec) == v {
+					n++
+				}
 			}
-		}
-		if c := m.live.KindCount(kind); c != n {
-			m.t.Fatalf("KindCount(%q) = %d, %d jobs held", kind, c, n)
+			if c := l.count(v); c != n {
+				m.t.Fatalf("%sCount(%q) = %d, %d jobs held", l.name, v, c, n)
+			}
 		}
 	}
 }

@@ -658,8 +658,9 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 // cursor in its order. A filter on a finished or the running state, or on
 // a target with no job pending or running, looks only at those jobs (a
 // few, beside a backlog of pending ones); a search reads the ordered keys
-// (searchMemoryLocked); a kind filter reads the kind's jobs in id order;
-// otherwise the jobs are scanned in id order.
+// (searchMemoryLocked); a kind or a target filter reads that kind's or
+// target's jobs in id order (the fewer of the two); otherwise the jobs are
+// scanned in id order.
 func (s *Store) listMemoryLocked(f *store.Filter, limit int, digits bool) []state.Job {
 	var mem []state.Job
 	var some func(func(*state.Job) bool)
@@ -680,9 +681,13 @@ func (s *Store) listMemoryLocked(f *store.Filter, limit int, digits bool) []stat
 		some = s.searchMemoryLocked(f.Search, digits)
 	}
 	if some == nil {
+		// The smaller of the kind's and the target's id lists, or a scan.
 		scan := s.st.Scan
-		if f.Kind != "" {
+		switch {
+		case f.Kind != "" && (f.Target == "" || s.st.KindCount(f.Kind) <= s.st.TargetCount(f.Target)):
 			scan = func(after uint64, desc bool, fn func(*state.Job) bool) { s.st.KindScan(f.Kind, after, desc, fn) }
+		case f.Target != "":
+			scan = func(after uint64, desc bool, fn func(*state.Job) bool) { s.st.TargetScan(f.Target, after, desc, fn) }
 		}
 		scan(f.After, !f.Oldest, func(j *state.Job) bool {
 			if matches(j, f, digits) {
