@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -31,6 +32,9 @@ import (
 //
 // RUNLOG_BENCH_DIR (an empty directory) keeps the backlog's directory, to
 // profile its reopen: RUNLOG_CAPACITY_DIR=that go test -run TestCapacityReopen -cpuprofile ...
+//
+// RUNLOG_BENCH_PEAKPROF=path writes a heap profile at each new high of the
+// resident set and logs what the peak was made of (watchPeak).
 
 // peakRSS returns the process's peak resident set (VmHWM) in MiB.
 func peakRSS() float64 {
@@ -47,6 +51,86 @@ func peakRSS() float64 {
 		}
 	}
 	return 0
+}
+
+// rssMiB returns the process's resident set now (VmRSS) in MiB.
+func rssMiB() float64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.Atoi(f[1])
+	return float64(pages*os.Getpagesize()) / (1 << 20)
+}
+
+// statusFields returns the named lines of /proc/self/status, joined.
+func statusFields(names ...string) string {
+	b, _ := os.ReadFile("/proc/self/status")
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		for _, n := range names {
+			if rest, ok := strings.CutPrefix(line, n+":"); ok {
+				out = append(out, n+" "+strings.Join(strings.Fields(rest), " "))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// watchPeak, with RUNLOG_BENCH_PEAKPROF set to a path, samples the
+// resident set every 100 ms until the returned func is called, writes a
+// heap profile to that path each time the resident set reaches a new high
+// (by 2 MiB or more), and logs at the end where the peak was and what the
+// Go runtime held then: what a peak RSS is made of, to find its causes.
+// Without the variable it does nothing.
+func watchPeak(b *testing.B) (stop func()) {
+	path := os.Getenv("RUNLOG_BENCH_PEAKPROF")
+	if path == "" {
+		return func() {}
+	}
+	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/goal:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	quit, done := make(chan struct{}), make(chan struct{})
+	start := time.Now()
+	var line string
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		high := 0.0
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			rss := rssMiB()
+			if rss < high+2 {
+				continue
+			}
+			high = rss
+			metrics.Read(samples)
+			mib := func(i int) float64 { return float64(samples[i].Value.Uint64()) / (1 << 20) }
+			// The runtime's total counts the pages it released to the
+			// system, which are not resident.
+			goRes := mib(0) - mib(4)
+			line = fmt.Sprintf("peak at %.1fs: RSS %.1f MiB (%s), Go runtime %.1f MiB resident (heap objects %.1f, heap goal %.1f, free pages not released %.1f), outside the Go runtime %.1f MiB",
+				time.Since(start).Seconds(), rss, statusFields("RssAnon", "RssFile"), goRes, mib(1), mib(2), mib(3), rss-goRes)
+			if f, err := os.Create(path); err == nil {
+				pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		b.Log(line)
+	}
 }
 
 // TestCapacityReopen is the child of the capacity benchmarks: with
@@ -129,6 +213,7 @@ func BenchmarkCapacityHistory(b *testing.B) {
 		for i := range reqs {
 			reqs[i] = runlog.JobRequest{Kind: "noop", Payload: payload}
 		}
+		stop := watchPeak(b)
 		start := time.Now()
 		ctx := context.Background()
 		for k := 0; k < n; k += len(reqs) {
@@ -148,6 +233,7 @@ func BenchmarkCapacityHistory(b *testing.B) {
 		if err := r.Close(ctx); err != nil {
 			b.Fatal(err)
 		}
+		stop()
 		b.ReportMetric(float64(n)/el.Seconds(), "jobs/s")
 		b.ReportMetric(peakRSS(), "peak-RSS-MiB")
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-after-drain-MiB")
@@ -187,6 +273,7 @@ func BenchmarkCapacityBacklog(b *testing.B) {
 			reqs[i] = runlog.JobRequest{Kind: "noop", Payload: p, RunAt: due}
 		}
 		ctx := context.Background()
+		stop := watchPeak(b)
 		start := time.Now()
 		for k := 0; k < n; k += len(reqs) {
 			// Each job its own payload bytes, as each request brings its own.
@@ -211,6 +298,7 @@ func BenchmarkCapacityBacklog(b *testing.B) {
 		if err := r.Close(ctx); err != nil {
 			b.Fatal(err)
 		}
+		stop()
 		b.ReportMetric(float64(n)/enq.Seconds(), "enqueue-jobs/s")
 		b.ReportMetric(float64(time.Since(start).Milliseconds()), "close-ms")
 		b.ReportMetric(peakRSS(), "peak-RSS-MiB")

@@ -3,10 +3,13 @@ package embedded
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
+	"github.com/runlog/runlog/internal/testwait"
 	"github.com/runlog/runlog/retry"
 )
 
@@ -86,5 +89,77 @@ func TestSpillAhead(t *testing.T) {
 		if string(c.Payload) != want[c.ID].payload {
 			t.Errorf("claim of job %d carries payload %q, want %q", c.ID, c.Payload, want[c.ID].payload)
 		}
+	}
+}
+
+// TestSpillQueueBounded: a burst of jobs due later, whose payloads all go
+// to the table, holds at most spillQueueBytes of them in memory on their
+// way there, however roomy the cache: with the spiller held back, the
+// enqueue that takes the queue over the bound waits, and every enqueue
+// returns with the queue under it.
+func TestSpillQueueBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(t.TempDir(), Options{Now: 1000, PayloadCacheBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gate := make(chan struct{})
+	s.sp.gate.Store(&gate)
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			s.sp.gate.Store(nil)
+			close(gate)
+		})
+	}
+	defer release() // before Close, which waits for the spiller
+	payload := bytes.Repeat([]byte("p"), 1<<10)
+	batch := make([]store.NewJob, 64)
+	for i := range batch {
+		batch[i] = store.NewJob{Spec: state.Spec{Kind: "k", Target: "t", Payload: payload, Policy: retry.Policy{Attempts: 1}}, Due: 1000 + spillAhead + 1}
+	}
+	cost := int64(len(batch)) * cachedCost(payload)
+	rounds := int(3*spillQueueBytes/cost) + 1
+	queued := func() int64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.sp.queued
+	}
+	done := make(chan error, 1)
+	go func() {
+		for range rounds {
+			if _, err := s.Enqueue(ctx, 1000, batch); err != nil {
+				done <- err
+				return
+			}
+			if q := queued(); q > spillQueueBytes {
+				done <- fmt.Errorf("an enqueue returned with %d bytes of payloads queued for the table; the bound is %d", q, spillQueueBytes)
+				return
+			}
+		}
+		done <- nil
+	}()
+	testwait.For(t, "an enqueue held by the queue of payloads", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.sp.throttled > 0
+	})
+	if q := queued(); q <= spillQueueBytes {
+		t.Errorf("an enqueue waits with %d bytes queued, within the bound of %d", q, spillQueueBytes)
+	}
+	release()
+	if err := testwait.Recv(t, done, "the enqueues"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.settle(); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	q, resident := s.sp.queued, s.sp.resident
+	s.mu.Unlock()
+	if q != 0 || resident != 0 {
+		t.Errorf("settled with %d bytes queued and %d in memory; want both 0 (every payload in the table)", q, resident)
 	}
 }

@@ -66,8 +66,11 @@ const specBytes = int64(unsafe.Sizeof(state.Spec{}))
 const spillAhead = int64(10 * time.Second / time.Millisecond)
 
 // payloadSpill asks for the payload of pending job id, enqueued by record
-// seq, to move to the table.
-type payloadSpill struct{ seq, id uint64 }
+// seq, to move to the table; cost is its cachedCost when it was queued.
+type payloadSpill struct {
+	seq, id uint64
+	cost    int64
+}
 
 // spiller copies what the state no longer needs in memory to the job
 // table, in the background, once the journal records it depends on are
@@ -83,11 +86,17 @@ type spiller struct {
 	resident int64          // guarded by s.mu: the cachedCost of the payloads in memory
 	effects  []effect       // guarded by s.mu: not yet committed, by seq
 	payloads []payloadSpill // guarded by s.mu: not yet done, by seq
+	queued   int64          // guarded by s.mu: the cost of payloads (see spillQueueBytes)
 	cond     *sync.Cond     // on s.mu: broadcast after every round
 	stopped  bool           // guarded by s.mu
 	force    bool           // guarded by s.mu: someone waits for the spiller
 	ops      uint64         // guarded by s.mu: ops applied (is the store quiet?)
 	armed    atomic.Bool    // the spiller's timer runs for finished jobs waiting
+	// throttled counts the enqueues throttle held (tests read it).
+	throttled uint64 // guarded by s.mu
+	// gate, when set (tests), is received from before each round: a test
+	// holds the spiller back with it.
+	gate atomic.Pointer[chan struct{}]
 	// needSync is set while the spiller has work waiting for the journal
 	// to make its records durable: only then does a sync wake it.
 	needSync atomic.Bool
@@ -147,9 +156,18 @@ func newSpiller(s *Store, budget int64, fx []effect) *spiller {
 // them out: beyond it enqueues wait (throttle).
 const maxDone = 256 << 10
 
+// spillQueueBytes bounds the cachedCost of the payloads queued for the
+// table (beyond it enqueues wait): a backlog of jobs due later (spillAhead)
+// sends every payload there, and a queue bounded only by the cache let
+// such a burst hold the whole cache in payloads and private Specs on
+// their way out, which the collector then doubled in the peak RSS. One
+// round's worth keeps the spiller's next batch ready.
+const spillQueueBytes = spillBatchBytes
+
 // throttle holds an enqueuer while memory holds more than the spiller
-// keeps up with: payloads over the cache with spills queued, or more than
-// maxDone finished jobs not yet copied out. Producers then go at the table's pace,
+// keeps up with: payloads over the cache with spills queued, more than
+// spillQueueBytes of payloads queued for the table, or more than maxDone
+// finished jobs not yet copied out. Producers then go at the table's pace,
 // and memory stays bounded by the configuration, not by the backlog.
 func (sp *spiller) throttle() {
 	s := sp.s
@@ -158,10 +176,20 @@ func (sp *spiller) throttle() {
 	// Only for what the spiller can relieve: queued payload spills, or
 	// finished jobs to copy out (payloads of jobs enqueued under the
 	// budget stay until their jobs finish).
-	for s.failed == nil && !sp.stopped && (sp.budget >= 0 && sp.resident > sp.budget && len(sp.payloads) > 0 || s.st.DoneLen() > maxDone) {
+	if s.failed == nil && !sp.stopped && sp.overLocked() {
+		sp.throttled++
+	}
+	for s.failed == nil && !sp.stopped && sp.overLocked() {
 		sp.hurryLocked()
 		sp.cond.Wait()
 	}
+}
+
+// overLocked reports whether memory holds more than throttle lets it.
+// s.mu must be held.
+func (sp *spiller) overLocked() bool {
+	return sp.budget >= 0 && len(sp.payloads) > 0 && (sp.resident > sp.budget || sp.queued > spillQueueBytes) ||
+		sp.s.st.DoneLen() > maxDone
 }
 
 // hurry wakes the spiller for work now. s.mu must be held.
@@ -189,7 +217,8 @@ func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 		if n := cachedCost(op.Spec.Payload); n > 0 {
 			sp.resident += n
 			if sp.budget >= 0 && (sp.resident > sp.budget || op.Due-op.At > spillAhead) {
-				sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: op.ID})
+				sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: op.ID, cost: n})
+				sp.queued += n
 				urgent = true
 			}
 		}
@@ -229,8 +258,10 @@ func (sp *spiller) budgetLocked(seq uint64) {
 	}
 	sp.s.st.Scan(0, true, func(j *state.Job) bool {
 		if j.State == state.Pending && len(j.Spec.Payload) > 0 {
-			sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: j.ID})
-			over -= cachedCost(j.Spec.Payload)
+			n := cachedCost(j.Spec.Payload)
+			sp.payloads = append(sp.payloads, payloadSpill{seq: seq, id: j.ID, cost: n})
+			sp.queued += n
+			over -= n
 		}
 		return over > 0
 	})
@@ -335,6 +366,9 @@ type spillJob struct {
 // it is ready.
 func (sp *spiller) round() (bool, error) {
 	s := sp.s
+	if g := sp.gate.Load(); g != nil {
+		<-*g
+	}
 	durable := s.j.LastSeq()
 	s.mu.Lock()
 	if s.failed != nil {
@@ -428,6 +462,9 @@ func (sp *spiller) round() (bool, error) {
 		if pays[i] != nil && s.st.SpillPayload(pl.id) {
 			sp.resident -= cachedCost(pays[i])
 		}
+	}
+	for _, pl := range pls {
+		sp.queued -= pl.cost
 	}
 	sp.payloads = sp.payloads[npl:]
 	sp.cond.Broadcast()
