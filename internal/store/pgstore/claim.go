@@ -360,23 +360,21 @@ func liveQueues(held string) string {
 // dueSQL selects and locks the due pending jobs ($1 now) not of a target
 // in $2 (held back) nor of a queue in $4 (held back) or paused, the first
 // $3 in claim order (higher priority first, then (due, id)) of each live
-// queue's three priority ranges (above 0, 0, below 0), skipping those
-// another transaction holds: up to 3 × $3 rows a queue, which readDue puts
-// in claim order and cuts to $3. Each probe is one index range: priority 0
+// queue's two ranges (priority 0, and the others), skipping those another
+// transaction holds: up to 2 × $3 rows a queue, which readDue puts in
+// claim order and cuts to $3. Each probe is one index range: priority 0
 // from runlog_jobs_queue_due, the others from runlog_jobs_queue_priority,
-// which holds them alone; a range without jobs costs an empty probe.
+// which holds them alone (in claim order: the first $3 of the jobs above
+// 0 and below it hold every one of them that the claim's first $3 may
+// hold); a range without jobs costs an empty probe.
 var dueSQL = liveQueues(`$4::text[] || `+pausedQueues) + `
 	SELECT j.* FROM live CROSS JOIN LATERAL (SELECT ` + dueCols + ` FROM runlog_jobs
-		WHERE ` + pendingBelow + ` AND queue = live.q AND priority > 0 AND ` + dueWhere + `
+		WHERE ` + pendingBelow + ` AND queue = live.q AND priority <> 0 AND ` + dueWhere + `
 		ORDER BY priority DESC, due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j
 	UNION ALL
 	SELECT j.* FROM live CROSS JOIN LATERAL (SELECT ` + dueCols + ` FROM runlog_jobs
 		WHERE ` + pendingBelow + ` AND queue = live.q AND priority = 0 AND ` + dueWhere + `
-		ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j
-	UNION ALL
-	SELECT j.* FROM live CROSS JOIN LATERAL (SELECT ` + dueCols + ` FROM runlog_jobs
-		WHERE ` + pendingBelow + ` AND queue = live.q AND priority < 0 AND ` + dueWhere + `
-		ORDER BY priority DESC, due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j`
+		ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j`
 
 // dueCols are the columns of a due row (readDue).
 const dueCols = `id, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms,
