@@ -88,7 +88,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		queueNonZeroBreakers(b, &nonZero)
 		queueNonZeroFlows(b, &flows)
 		if lim.Max > 0 {
-			queueDue(b, now, lim.Max, &due)
+			queueDue(b, now, lim.Max, s.plainQueues(), &due)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err

@@ -241,6 +241,7 @@ type Store struct {
 	notify   store.Notify      // guarded by mu
 	inflight map[uint64]flight // guarded by mu: attempts claimed here and not finished
 	bounded  map[string]bool   // guarded by mu: the queues with a concurrency, at the last claim
+	plain    bool              // guarded by mu: no queue had a setting at the last claim (plainQueues)
 	due      dueCache          // guarded by mu
 	// trouble: the targets whose breaker was not the zero one at the last
 	// read (guarded by mu); an outcome batch locks them up front.

@@ -782,9 +782,10 @@ func TestMigrationMovesLatestAttempt(t *testing.T) {
 }
 
 // TestClaimWalksTheDueIndex: on a table the planner knows nothing about
-// (never analyzed) and 20 k due jobs, the claim's statement, as a claim
-// round sends it, is planned as a walk of the (due, id) index that stops at
-// its limit, not as a scan of every due row and a sort.
+// (never analyzed) and 20 k due jobs, the claim's statements, as a claim
+// round sends them, are planned as walks of a due index that stop at their
+// limit, not as a scan of every due row and a sort: dueSQL of its queue's
+// range of runlog_jobs_queue_due, plainDueSQL of runlog_jobs_due.
 func TestClaimWalksTheDueIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -793,14 +794,14 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 		SELECT g, 0, 'k', '', '\x7b7d', 3, 10, 100, 0, 0, g, g, g FROM generate_series(1, 20000) g`); err != nil {
 		t.Fatal(err)
 	}
-	plan := func(b *pgx.Batch) string {
+	plan := func(b *pgx.Batch, sql string) string {
 		tx, err := s.pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx)
 		var lines []string
-		b.Queue("EXPLAIN "+dueSQL, int64(1<<40), []string{}, 129, []string{}).Query(func(rows pgx.Rows) error {
+		b.Queue("EXPLAIN "+sql, int64(1<<40), []string{}, 129, []string{}).Query(func(rows pgx.Rows) error {
 			var err error
 			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
 			return err
@@ -810,12 +811,14 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 		}
 		return strings.Join(lines, "\n")
 	}
-	var naive pgx.Batch
-	t.Logf("plan without the claim's setting:\n%s", plan(&naive))
-	var claim pgx.Batch
-	claim.Queue(noSort) // as queueDueRound sends it
-	if p := plan(&claim); strings.Contains(p, "Sort") || !strings.Contains(p, "runlog_jobs_queue_due") {
-		t.Fatalf("the claim would sort the due jobs, or not walk its queue's range of runlog_jobs_queue_due:\n%s", p)
+	for _, c := range []struct{ name, sql, index string }{{"dueSQL", dueSQL, "runlog_jobs_queue_due"}, {"plainDueSQL", plainDueSQL, "runlog_jobs_due"}} {
+		var naive pgx.Batch
+		t.Logf("%s, plan without the claim's setting:\n%s", c.name, plan(&naive, c.sql))
+		var claim pgx.Batch
+		claim.Queue(noSort) // as queueDueRound sends it
+		if p := plan(&claim, c.sql); strings.Contains(p, "Sort") || !strings.Contains(p, c.index+" on") {
+			t.Fatalf("%s: the claim would sort the due jobs, or not walk %s:\n%s", c.name, c.index, p)
+		}
 	}
 }
 
