@@ -147,57 +147,39 @@ type Run struct {
 	Part int64
 }
 
+// noRun is the Run of a job that has none, for the accessors: never
+// written.
+var noRun Run
+
+// view returns j's Run for reading: noRun when it has none.
+func (j *Job) view() *Run {
+	if j.Run == nil {
+		return &noRun
+	}
+	return j.Run
+}
+
 // Fails returns the number of failed attempts since the enqueue or the
 // last retry by hand: what the retry budget counts.
-func (j *Job) Fails() int {
-	if j.Run == nil {
-		return 0
-	}
-	return j.Run.Fails
-}
+func (j *Job) Fails() int { return j.view().Fails }
 
 // LastError returns the error of the most recent failed attempt.
-func (j *Job) LastError() string {
-	if j.Run == nil {
-		return ""
-	}
-	return j.Run.LastError
-}
+func (j *Job) LastError() string { return j.view().LastError }
 
 // Reason returns why the job failed or was cancelled.
-func (j *Job) Reason() string {
-	if j.Run == nil {
-		return ""
-	}
-	return j.Run.Reason
-}
+func (j *Job) Reason() string { return j.view().Reason }
 
 // Attempts returns the history of the most recent attempts, oldest first,
 // at most MaxAttemptHistory.
-func (j *Job) Attempts() []Attempt {
-	if j.Run == nil {
-		return nil
-	}
-	return j.Run.Attempts
-}
+func (j *Job) Attempts() []Attempt { return j.view().Attempts }
 
 // FinishedAt returns when the job reached its end state (0 while it has
 // not).
-func (j *Job) FinishedAt() int64 {
-	if j.Run == nil {
-		return 0
-	}
-	return j.Run.FinishedAt
-}
+func (j *Job) FinishedAt() int64 { return j.view().FinishedAt }
 
 // Part returns, for a finished job, the expiry partition it is counted in
 // (PartOf); 0 otherwise.
-func (j *Job) Part() int64 {
-	if j.Run == nil {
-		return 0
-	}
-	return j.Run.Part
-}
+func (j *Job) Part() int64 { return j.view().Part }
 
 // zero reports whether r holds nothing: a job with such a Run holds none
 // (tidy), so that every way to a state, replay included, gives the same.
