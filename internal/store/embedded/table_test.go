@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -244,4 +245,91 @@ func TestSpillerCopiesOutWithoutAsking(t *testing.T) {
 	if err := <-busy; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPointKeysFilter: the tables' bloom filters hold the keys read by a
+// point read and not the filter indexes' entries (a table's filter is
+// less than half the size of the whole-key filter of the same jobs), every
+// record and idempotency key is found through them, and a table written
+// with whole-key filters (before pointFilter) still reads.
+func TestPointKeysFilter(t *testing.T) {
+	t.Parallel()
+	jobs := make([]state.Job, 3000)
+	for i := range jobs {
+		id := uint64(i + 1)
+		jobs[i] = state.Job{ID: id, State: state.Succeeded, Spec: &state.Spec{Kind: "k" + strconv.Itoa(i%3), Target: "t" + strconv.Itoa(i%7), Key: "key-" + strconv.Itoa(i), Payload: []byte("{}"), Policy: retry.DefaultPolicy()},
+			Run: &state.Run{Part: 1_700_000_000_000 + int64(i%2)*3_600_000, Attempts: []state.Attempt{{N: 1, StartedAt: 1, EndedAt: 2, Class: retry.Success, Ended: true}}}}
+	}
+	// write fills a table in dir with jobs, with policy as the levels'
+	// filter, and returns the filter bytes of its files and their policy.
+	write := func(dir string, policy pebble.FilterPolicy) (uint64, string) {
+		o, cache := tableOptions(nil, nil, false)
+		defer cache.Unref()
+		for i := range o.Levels {
+			o.Levels[i].FilterPolicy = policy
+		}
+		db, err := pebble.Open(filepath.Join(dir, tableDir), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		b := db.NewBatch()
+		puts := make([]finishedPut, len(jobs))
+		for i := range jobs {
+			puts[i] = finishedPut{&jobs[i], jobs[i].Spec.Payload}
+		}
+		putFinished(b, puts)
+		b.Set(metaKey("version"), []byte{tableVersion}, nil)
+		if err := b.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		levels, err := db.SSTables(pebble.WithProperties())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var size uint64
+		var name string
+		for _, level := range levels {
+			for _, f := range level {
+				size += f.Properties.FilterSize
+				name = f.Properties.FilterPolicyName
+			}
+		}
+		return size, name
+	}
+	read := func(dir string) {
+		t.Helper()
+		tbl, err := openTable(nil, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tbl.close()
+		parts := []int64{1_700_000_000_000, 1_700_003_600_000}
+		for _, j := range jobs {
+			got, err := tbl.finished(j.ID, parts)
+			if err != nil || got == nil || got.ID != j.ID {
+				t.Fatalf("job %d: %v, %v", j.ID, got, err)
+			}
+			if id, ok, err := tbl.byKey(j.Spec.Key, parts); err != nil || !ok || id != j.ID {
+				t.Fatalf("key %q: %d %v %v, want %d", j.Spec.Key, id, ok, err, j.ID)
+			}
+		}
+		if got, err := tbl.finished(uint64(len(jobs)+1), parts); err != nil || got != nil {
+			t.Fatalf("a job never written: %v, %v", got, err)
+		}
+	}
+	point, whole := t.TempDir(), t.TempDir()
+	pointSize, name := write(point, pointFilter)
+	wholeSize, _ := write(whole, wholeFilter)
+	if name != pointFilter.Name() {
+		t.Errorf("the table's filter is %q, want %q", name, pointFilter.Name())
+	}
+	if pointSize*2 > wholeSize {
+		t.Errorf("filters of %d bytes, against %d for every key: the index entries are in them", pointSize, wholeSize)
+	}
+	read(point)
+	read(whole)
 }
