@@ -109,6 +109,10 @@ type Store struct {
 	// journal (durable or not yet): the last op the state reflects.
 	appended uint64 // guarded by mu
 	closed   bool   // guarded by mu
+	// hits is the scratch of a search's key hits, reused from one List
+	// to the next (guarded by mu): a prefix with thousands of finished
+	// jobs spent a third of its time growing a new slice each call.
+	hits []keyHit
 
 	tbl *table
 	sp  *spiller
@@ -735,10 +739,15 @@ func (s *Store) listTableLocked(f *store.Filter, limit int, digits bool) ([]stat
 	// in order off a heap (a prefix may have many thousand hits), and only
 	// those are looked up in memory.
 	keep := func(id uint64) bool { return f.After == 0 || f.Oldest && id > f.After || !f.Oldest && id < f.After }
-	hits, err := s.tbl.byKeyPrefix(f.Search, parts, keep)
+	hits, err := s.tbl.byKeyPrefix(s.hits[:0], f.Search, parts, keep)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if cap(hits) <= maxSearchScratch {
+			s.hits = hits[:0]
+		}
+	}()
 	if digits {
 		if id, err := strconv.ParseUint(f.Search, 10, 64); err == nil && id != 0 && keep(id) {
 			hits = append(hits, keyHit{id: id, part: math.MinInt64}) // partition unknown: look in all

@@ -683,11 +683,14 @@ type keyHit struct {
 	part int64
 }
 
-// byKeyPrefix returns the finished jobs in parts whose key starts with
-// prefix and that keep passes, in no order; a prefix that more than
+// maxSearchScratch bounds the key hits a store keeps for its next search
+// (16 bytes each): a search with more allocates its own.
+const maxSearchScratch = 1 << 16
+
+// byKeyPrefix appends to ids the finished jobs in parts whose key starts
+// with prefix and that keep passes, in no order; a prefix that more than
 // maxSearch keys start with is refused.
-func (t *table) byKeyPrefix(prefix string, parts []int64, keep func(uint64) bool) ([]keyHit, error) {
-	var ids []keyHit
+func (t *table) byKeyPrefix(ids []keyHit, prefix string, parts []int64, keep func(uint64) bool) ([]keyHit, error) {
 	seen := 0
 	for _, end := range parts {
 		lo := keyKey(end, prefix)
