@@ -28,7 +28,7 @@ func (r *Runner) Cancel(ctx context.Context, id uint64, reason string) error {
 	if obs != nil || r.hub.wants(EventCancelled) {
 		ev := JobEvent{ID: id, State: StateCancelled, Reason: reason}
 		if j, err := r.st.Job(ctx, id); err == nil {
-			ev.Kind, ev.Target, ev.Attempts = j.Spec.Kind, j.Spec.Target, int(j.Started)
+			ev.Kind, ev.Target, ev.Attempts = j.Spec.Kind, j.Spec.Target, int(j.Started())
 		}
 		if obs != nil {
 			obs.JobFinished(ev)

@@ -96,7 +96,7 @@ func publicJob(j *state.Job) Job {
 		Key:         j.Spec.Key,
 		State:       State(j.State.String()),
 		Payload:     j.Spec.Payload,
-		Attempts:    int(j.Started),
+		Attempts:    int(j.Started()),
 		MaxAttempts: j.Spec.Policy.Attempts,
 		LastError:   j.LastError(),
 		Reason:      j.Reason(),

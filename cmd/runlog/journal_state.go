@@ -87,7 +87,7 @@ func runJournalState(args []string, stdout, stderr io.Writer) int {
 		return true
 	})
 	st.Scan(0, false, func(j *state.Job) bool {
-		fmt.Fprintf(w, "job id=%d state=%s kind=%q target=%q attempts=%d fails=%d", j.ID, j.State, j.Spec.Kind, j.Spec.Target, j.Started, j.Fails())
+		fmt.Fprintf(w, "job id=%d state=%s kind=%q target=%q attempts=%d fails=%d", j.ID, j.State, j.Spec.Kind, j.Spec.Target, j.Started(), j.Fails())
 		if j.Spec.Key != "" {
 			fmt.Fprintf(w, " key=%q", j.Spec.Key)
 		}

@@ -93,15 +93,15 @@ func jobDiff(a, b *Job) string {
 		return fmt.Sprintf("id %d vs %d", a.ID, b.ID)
 	case a.State != b.State:
 		return fmt.Sprintf("state %v vs %v", a.State, b.State)
-	case a.Due != b.Due || a.FirstDue != b.FirstDue || a.EnqueuedAt != b.EnqueuedAt || a.FinishedAt() != b.FinishedAt():
+	case a.Due != b.Due || a.FirstDue() != b.FirstDue() || a.EnqueuedAt != b.EnqueuedAt || a.FinishedAt() != b.FinishedAt():
 		return fmt.Sprintf("times (due %d, first %d, enqueued %d, finished %d) vs (%d, %d, %d, %d)",
-			a.Due, a.FirstDue, a.EnqueuedAt, a.FinishedAt(), b.Due, b.FirstDue, b.EnqueuedAt, b.FinishedAt())
+			a.Due, a.FirstDue(), a.EnqueuedAt, a.FinishedAt(), b.Due, b.FirstDue(), b.EnqueuedAt, b.FinishedAt())
 	case (a.Run == nil) != (b.Run == nil):
 		return fmt.Sprintf("run %+v vs %+v", a.Run, b.Run)
 	case a.Part() != b.Part():
 		return fmt.Sprintf("partition %d vs %d", a.Part(), b.Part())
-	case a.Fails() != b.Fails() || a.Started != b.Started:
-		return fmt.Sprintf("fails/started %d/%d vs %d/%d", a.Fails(), a.Started, b.Fails(), b.Started)
+	case a.Fails() != b.Fails() || a.Started() != b.Started():
+		return fmt.Sprintf("fails/started %d/%d vs %d/%d", a.Fails(), a.Started(), b.Fails(), b.Started())
 	case a.LastError() != b.LastError() || a.Reason() != b.Reason():
 		return fmt.Sprintf("last error/reason %q/%q vs %q/%q", a.LastError(), a.Reason(), b.LastError(), b.Reason())
 	case !specEqual(a.Spec, b.Spec):
@@ -157,7 +157,7 @@ func (s *State) Check() error {
 		if j.Spec == nil {
 			return fmt.Errorf("job %d has no spec", j.ID)
 		}
-		if j.Run != nil && j.Run.zero() {
+		if j.Run != nil && j.Run.zero(j.Due) {
 			return fmt.Errorf("job %d holds an empty Run (a job that holds nothing of one keeps none)", j.ID)
 		}
 		if j.State.Finished() {
@@ -173,7 +173,7 @@ func (s *State) Check() error {
 				return fmt.Errorf("job %d is %v in partition %d", j.ID, j.State, j.Part())
 			}
 		}
-		if j.held {
+		if j.held() {
 			held++
 		}
 		if err := s.checkIndex(j); err != nil {
@@ -249,8 +249,8 @@ func (s *State) checkIndex(j *Job) error {
 	var set []*Job
 	switch j.State {
 	case Pending:
-		if j.held == (j.index >= 0) {
-			return fmt.Errorf("job %d is pending but in heap %v, held %v", j.ID, j.index >= 0, j.held)
+		if j.held() == (j.index >= 0) {
+			return fmt.Errorf("job %d is pending but in heap %v, held %v", j.ID, j.index >= 0, j.held())
 		}
 	case Running:
 		set = s.running
@@ -262,7 +262,7 @@ func (s *State) checkIndex(j *Job) error {
 		if j.State == Running {
 			return fmt.Errorf("job %d is running but not in the running set", j.ID)
 		}
-		if j.held && j.State != Pending {
+		if j.held() && j.State != Pending {
 			return fmt.Errorf("job %d is %v but held", j.ID, j.State)
 		}
 		return nil
@@ -278,13 +278,13 @@ func checkAttempts(j *Job) error {
 		return fmt.Errorf("job %d keeps %d attempts, limit %d", j.ID, len(j.Attempts()), MaxAttemptHistory)
 	}
 	for i, a := range j.Attempts() {
-		if a.N == 0 || a.N > j.Started || (i > 0 && j.Attempts()[i-1].N >= a.N) {
-			return fmt.Errorf("job %d: attempt %d out of order (started %d)", j.ID, a.N, j.Started)
+		if a.N == 0 || a.N > j.Started() || (i > 0 && j.Attempts()[i-1].N >= a.N) {
+			return fmt.Errorf("job %d: attempt %d out of order (started %d)", j.ID, a.N, j.Started())
 		}
 	}
 	if j.State == Running {
-		if a := j.attempt(j.Started); a == nil || a.Ended {
-			return fmt.Errorf("job %d is running but attempt %d is not open", j.ID, j.Started)
+		if a := j.attempt(j.Started()); a == nil || a.Ended {
+			return fmt.Errorf("job %d is running but attempt %d is not open", j.ID, j.Started())
 		}
 	}
 	if j.Fails() < 0 {

@@ -57,8 +57,8 @@ func TestSpecsShared(t *testing.T) {
 		t.Fatal("SpillPayload dropped nothing")
 	}
 	p, _ = s.Job(6)
-	if !p.Spilled || p.Spec.Payload != nil || p.Spec != a.Spec {
-		t.Errorf("after SpillPayload: spilled %v, payload %q, shared %v; want spilled, none, shared", p.Spilled, p.Spec.Payload, p.Spec == a.Spec)
+	if !p.Spilled() || p.Spec.Payload != nil || p.Spec != a.Spec {
+		t.Errorf("after SpillPayload: spilled %v, payload %q, shared %v; want spilled, none, shared", p.Spilled(), p.Spec.Payload, p.Spec == a.Spec)
 	}
 	if !bytes.Equal(old.Payload, []byte("p")) {
 		t.Errorf("SpillPayload changed the old Spec in place: payload %q", old.Payload)
@@ -118,27 +118,31 @@ func TestRetrySpilledInMemory(t *testing.T) {
 	}
 	s.Apply(&Op{Kind: OpCancel, ID: 1, At: 2, Error: "by hand"})
 	j, _ := s.Job(1)
-	if j.State != Cancelled || !j.Spilled {
-		t.Fatalf("after the cancel: %v, spilled %v; want cancelled, spilled", j.State, j.Spilled)
+	if j.State != Cancelled || !j.Spilled() {
+		t.Fatalf("after the cancel: %v, spilled %v; want cancelled, spilled", j.State, j.Spilled())
 	}
 	img := *j
 	withPayload := *j.Spec
 	withPayload.Payload = []byte("payload")
-	img.Spec, img.Spilled = &withPayload, false
+	img.Spec = &withPayload
+	img.SetSpilled(false)
 	s.Apply(&Op{Kind: OpRetry, ID: 1, At: 3, Due: 3, Image: &img})
 	j, _ = s.Job(1)
-	if j.State != Pending || j.Spilled || string(j.Spec.Payload) != "payload" {
-		t.Fatalf("after the retry: %v, spilled %v, payload %q; want pending with its payload in memory", j.State, j.Spilled, j.Spec.Payload)
+	if j.State != Pending || j.Spilled() || string(j.Spec.Payload) != "payload" {
+		t.Fatalf("after the retry: %v, spilled %v, payload %q; want pending with its payload in memory", j.State, j.Spilled(), j.Spec.Payload)
 	}
 }
 
-// TestJobCompact: a Job is 64 bytes; a pending job never started holds no
-// Run, one that started or finished does, and a retry by hand of a job
-// that never started drops it again; a snapshot's decode and a replay of
-// the same ops give the same (Equal compares whether each job has a Run).
+// TestJobCompact: a Job is 48 bytes; a pending job never started nor
+// deferred holds no Run (its FirstDue is its Due, it started none), one
+// that started, was deferred (its Due moved, its FirstDue kept) or finished
+// does, and a retry by hand of a job that never started drops it again; the
+// flags packed in one byte keep each other; a snapshot's decode and a
+// replay of the same ops give the same (Equal compares whether each job has
+// a Run).
 func TestJobCompact(t *testing.T) {
-	if n := unsafe.Sizeof(Job{}); n > 64 {
-		t.Fatalf("a Job is %d bytes, want at most 64", n)
+	if n := unsafe.Sizeof(Job{}); n > 48 {
+		t.Fatalf("a Job is %d bytes, want at most 48", n)
 	}
 	pol := retry.DefaultPolicy()
 	ops := []Op{
@@ -146,23 +150,64 @@ func TestJobCompact(t *testing.T) {
 		{Kind: OpEnqueue, ID: 2, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
 		{Kind: OpEnqueue, ID: 3, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
 		{Kind: OpEnqueue, ID: 4, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
+		{Kind: OpEnqueue, ID: 5, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
+		{Kind: OpEnqueue, ID: 6, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
 		{Kind: OpStart, ID: 2, At: 11, Attempt: 1},
 		{Kind: OpCancel, ID: 3, At: 12, Error: "by hand"},
 		{Kind: OpCancel, ID: 4, At: 12, Error: "by hand"},
 		{Kind: OpRetry, ID: 4, At: 13, Due: 20},
+		{Kind: OpDefer, ID: 5, At: 11, Due: 30},
+		{Kind: OpDefer, ID: 6, At: 11, Due: 30},
+		{Kind: OpCancel, ID: 6, At: 12, Error: "by hand"},
+		{Kind: OpRetry, ID: 6, At: 13, Due: 40},
 	}
 	live := New(Config{Circuit: retry.DefaultCircuit()})
 	for i := range ops {
 		live.Apply(&ops[i])
 	}
-	for id, want := range map[uint64]bool{1: false, 2: true, 3: true, 4: false} {
-		j, ok := live.Job(id)
-		if !ok || (j.Run != nil) != want {
-			t.Errorf("job %d (%v, started %d): has a Run %v, want %v", id, j.State, j.Started, j.Run != nil, want)
+	for _, c := range []struct {
+		id       uint64
+		run      bool
+		due      int64
+		firstDue int64
+		started  uint32
+	}{
+		{1, false, 10, 10, 0},
+		{2, true, 10, 10, 1},
+		{3, true, 10, 10, 0},
+		{4, false, 20, 20, 0},
+		{5, true, 30, 10, 0},  // deferred: the deadline still counts from 10
+		{6, false, 40, 40, 0}, // deferred, then retried by hand: nothing left to hold
+	} {
+		j, ok := live.Job(c.id)
+		if !ok || (j.Run != nil) != c.run || j.Due != c.due || j.FirstDue() != c.firstDue || j.Started() != c.started {
+			t.Errorf("job %d (%v): Run %v, due %d, first due %d, started %d; want Run %v, %d, %d, %d",
+				c.id, j.State, j.Run != nil, j.Due, j.FirstDue(), j.Started(), c.run, c.due, c.firstDue, c.started)
 		}
 	}
 	if j, _ := live.Job(4); j.State != Pending || j.Reason() != "" || j.FinishedAt() != 0 || j.Part() != 0 {
 		t.Errorf("job 4 after its retry: %v, reason %q, finished at %d, partition %d", j.State, j.Reason(), j.FinishedAt(), j.Part())
+	}
+	// The packed flags: each set and cleared alone, the heap's kind beside
+	// them.
+	var j Job
+	for _, k := range []heapKind{inBench, inReady, inWait, inBench} {
+		j.setHeap(k)
+		for _, f := range []jobFlags{flagSpilled, flagHeld, flagParked, flagInDone} {
+			j.set(f, true)
+			if j.flags&f == 0 || j.heap() != k {
+				t.Fatalf("flag %#x set in heap %d: flags %#x, heap %d", f, k, j.flags, j.heap())
+			}
+		}
+		j.set(flagHeld|flagInDone, false)
+		if !j.Spilled() || j.held() || !j.parked() || j.inDone() || j.heap() != k {
+			t.Fatalf("after clearing held and inDone: flags %#x, heap %d", j.flags, j.heap())
+		}
+		j.SetSpilled(false)
+		j.set(flagParked, false)
+		if j.flags != jobFlags(k)<<heapShift {
+			t.Fatalf("all cleared in heap %d: flags %#x", k, j.flags)
+		}
 	}
 	replay := New(Config{Circuit: retry.DefaultCircuit()})
 	for i := range ops {
@@ -215,7 +260,7 @@ func TestSnapshotDecodeOrder(t *testing.T) {
 		if !okA {
 			break
 		}
-		start := Op{Kind: OpStart, ID: a.ID, At: 3, Attempt: a.Started + 1}
+		start := Op{Kind: OpStart, ID: a.ID, At: 3, Attempt: a.Started() + 1}
 		for _, s := range []*State{live, restored} {
 			s.Apply(&start)
 		}

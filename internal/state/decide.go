@@ -30,7 +30,7 @@ type Facts struct {
 
 // FactsOf returns the facts of job j.
 func FactsOf(j *Job) Facts {
-	return Facts{ID: j.ID, Policy: j.Spec.Policy, Due: j.Due, FirstDue: j.FirstDue, Fails: j.Fails(), Started: j.Started, LastError: j.LastError(), Queue: j.Spec.Queue}
+	return Facts{ID: j.ID, Policy: j.Spec.Policy, Due: j.Due, FirstDue: j.FirstDue(), Fails: j.Fails(), Started: j.Started(), LastError: j.LastError(), Queue: j.Spec.Queue}
 }
 
 // Admit decides what happens to the pending job id at now, when it is due

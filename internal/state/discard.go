@@ -29,7 +29,7 @@ func Discardable(j *Job) DiscardVerdict {
 	switch {
 	case !j.State.Finished():
 		return DiscardUnfinished
-	case j.openAttempt(j.Started) != nil:
+	case j.openAttempt(j.Started()) != nil:
 		return DiscardAttemptOpen
 	}
 	return DiscardOK
@@ -42,8 +42,10 @@ func DiscardImage(j *Job) *Job {
 	img := j.Clone()
 	sp := *j.Spec
 	sp.Payload = nil
-	img.Spec, img.Spilled = &sp, false
-	img.index, img.held, img.inDone = -1, false, false
+	img.Spec = &sp
+	img.SetSpilled(false)
+	img.index = -1
+	img.set(flagHeld|flagInDone, false)
 	return &img
 }
 
@@ -62,7 +64,7 @@ func (s *State) discard(op *Op) bool {
 		if !s.uncount(j.Part(), j.State) {
 			return false
 		}
-		j.inDone = false
+		j.set(flagInDone, false)
 		s.remove(j)
 		return true
 	}

@@ -33,7 +33,7 @@ func (h *jobHeap) less(a, b *Job) bool {
 
 func (h *jobHeap) push(j *Job) {
 	j.index = int32(len(h.js))
-	j.heap = h.kind
+	j.setHeap(h.kind)
 	h.js = append(h.js, j)
 	h.up(int(j.index))
 }
@@ -43,7 +43,7 @@ func (h *jobHeap) push(j *Job) {
 // per job.
 func (h *jobHeap) add(j *Job) {
 	j.index = int32(len(h.js))
-	j.heap = h.kind
+	j.setHeap(h.kind)
 	h.js = append(h.js, j)
 }
 

@@ -119,7 +119,7 @@ func (s *State) HoldTarget(id uint64) {
 		return
 	}
 	tb := s.targetBenches(j.Spec.Target)
-	if j.heap != inBench {
+	if j.heap() != inBench {
 		s.popPending(j)
 		s.benchOf(tb, j, true).push(j)
 	}
@@ -310,8 +310,8 @@ func (s *State) checkBenches() error {
 			}
 			prio := 0
 			for i, j := range b.js {
-				if j.heap != inBench || int(j.index) != i || j.Spec.Target != t || s.queue(j.Spec.Queue) != b.q || j.State != Pending {
-					return fmt.Errorf("target %q: job %d on its bench is %v in heap %d at %d (bench position %d)", t, j.ID, j.State, j.heap, j.index, i)
+				if j.heap() != inBench || int(j.index) != i || j.Spec.Target != t || s.queue(j.Spec.Queue) != b.q || j.State != Pending {
+					return fmt.Errorf("target %q: job %d on its bench is %v in heap %d at %d (bench position %d)", t, j.ID, j.State, j.heap(), j.index, i)
 				}
 				if i > 0 && b.less(j, b.js[(i-1)/2]) {
 					return fmt.Errorf("target %q: bench order broken at %d (job %d)", t, i, j.ID)

@@ -49,14 +49,14 @@ func TestHeldTargetBenched(t *testing.T) {
 	}
 	// Defer a benched job: it leaves the bench for its queue's waiting heap.
 	apply(t, s, Op{Kind: OpDefer, ID: 3, At: now, Due: now + 1_000_000})
-	if j, _ := s.Job(3); j.heap != inWait {
-		t.Fatalf("deferred benched job 3 is in heap %d, want the waiting heap", j.heap)
+	if j, _ := s.Job(3); j.heap() != inWait {
+		t.Fatalf("deferred benched job 3 is in heap %d, want the waiting heap", j.heap())
 	}
 	claims, heldTotal := 1, 16
 	for s.Counts().Running > 0 {
 		for _, id := range s.Running() {
 			j, _ := s.Job(id)
-			apply(t, s, Op{Kind: OpSucceed, ID: id, At: now, Attempt: j.Started})
+			apply(t, s, Op{Kind: OpSucceed, ID: id, At: now, Attempt: j.Started()})
 		}
 		now++
 		held := claim()
@@ -105,16 +105,16 @@ func TestBenchClockStepBack(t *testing.T) {
 	}
 	p := NewPlanner(s.Circuit(), 1000, 4, 1, nil)
 	s.Claim(&p, 1000, func(_ *Job, op Op) { s.Apply(&op) })
-	if j, _ := s.Job(3); j.heap != inBench {
-		t.Fatalf("job 3 is in heap %d, want benched", j.heap)
+	if j, _ := s.Job(3); j.heap() != inBench {
+		t.Fatalf("job 3 is in heap %d, want benched", j.heap())
 	}
 	apply(t, s, Op{Kind: OpSucceed, ID: 1, At: 1000, Attempt: 1})
 	if j, ok := s.PeekDue(150); ok {
 		t.Fatalf("PeekDue(150) = job %d, want none (jobs 2 and 3 are due at 200 and 300)", j.ID)
 	}
 	for _, id := range []uint64{2, 3} {
-		if j, _ := s.Job(id); j.heap != inWait {
-			t.Fatalf("job %d, no longer due, is in heap %d, want the waiting heap", id, j.heap)
+		if j, _ := s.Job(id); j.heap() != inWait {
+			t.Fatalf("job %d, no longer due, is in heap %d, want the waiting heap", id, j.heap())
 		}
 	}
 	if due, ok := s.NextDue(); !ok || due != 200 {

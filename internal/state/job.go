@@ -76,11 +76,12 @@ type Attempt struct {
 // attempts, and must not keep them across a later Apply if they need a
 // stable copy (Clone makes one).
 //
-// A Job is 64 bytes: a backlog of a million pending jobs costs a million
-// of them. What only a job that has started or finished needs is in its
-// Run, which a pending job never started leaves nil; read it through the
-// accessors (Fails, LastError, Reason, Attempts, FinishedAt, Part), which
-// give the zero values without one.
+// A Job is 48 bytes: a backlog of a million pending jobs costs a million
+// of them. What only a job that has started, finished or been deferred
+// needs is in its Run, which a pending job never started nor deferred
+// leaves nil; read it through the accessors (FirstDue, Started, Fails,
+// LastError, Reason, Attempts, FinishedAt, Part), which give what a job
+// without one has. The layout's flags share one byte (jobFlags).
 type Job struct {
 	// ID is the job's id, from 1.
 	ID uint64
@@ -92,17 +93,12 @@ type Job struct {
 	Spec *Spec
 	// Due is when the job may next start (pending), or last became due.
 	Due int64
-	// FirstDue is the due time the policy deadline counts from: the
-	// enqueue's due time, or that of the last retry by hand.
-	FirstDue int64
 	// EnqueuedAt is when the job was enqueued.
 	EnqueuedAt int64
-	// Run is what the job's attempts and end left: nil while it has
-	// neither started nor finished (and after a retry by hand of a job
-	// that never started). The state changes it in place.
+	// Run is what the job's attempts, deferrals and end left: nil while it
+	// has neither started, been deferred nor finished (and after a retry
+	// by hand of a job that never started). The state changes it in place.
 	Run *Run
-	// Started is the number of attempts ever started.
-	Started uint32
 	// index is the job's position in the pending heap while it is pending
 	// (-1 while held), in the running set while it is running, else -1.
 	index int32
@@ -111,24 +107,76 @@ type Job struct {
 	gen uint16
 	// State is where the job is.
 	State JobState
-	// Spilled marks a job whose payload the store keeps outside the state
-	// (Spec.Payload is then nil): it is not state, and no op sets it.
-	Spilled bool
-	// held marks a pending job taken out of the heap by Hold, or parked.
-	held bool
-	// parked marks a pending job of a disabled target, held until the
+	// flags are the job's marks: spilled, held, parked, on the Done list,
+	// and the kind of heap it is in.
+	flags jobFlags
+}
+
+// jobFlags packs a Job's marks into one byte.
+type jobFlags uint8
+
+const (
+	// flagSpilled marks a job whose payload the store keeps outside the
+	// state (Spec.Payload is then nil): it is not state, and no op sets it.
+	flagSpilled jobFlags = 1 << iota
+	// flagHeld marks a pending job taken out of the heap by Hold, or
+	// parked.
+	flagHeld
+	// flagParked marks a pending job of a disabled target, held until the
 	// target is enabled (lifecycle.go).
-	parked bool
-	// heap is the kind of heap a pending job with an index is in (see
-	// jobHeap).
-	heap heapKind
-	// inDone marks a job on the Done list.
-	inDone bool
+	flagParked
+	// flagInDone marks a job on the Done list.
+	flagInDone
+	// heapShift is where the job's heapKind (two bits) starts: the kind of
+	// heap a pending job with an index is in (see jobHeap).
+	heapShift = iota
+)
+
+// set sets or clears f in j's flags.
+func (j *Job) set(f jobFlags, on bool) {
+	if on {
+		j.flags |= f
+	} else {
+		j.flags &^= f
+	}
+}
+
+// Spilled reports whether the store keeps the job's payload outside the
+// state (Spec.Payload is then nil): it is not state, and no op sets it.
+func (j *Job) Spilled() bool { return j.flags&flagSpilled != 0 }
+
+// SetSpilled marks or unmarks the job's payload as kept outside the state,
+// for a store's copy of a job (the state sets its own jobs' mark).
+func (j *Job) SetSpilled(on bool) { j.set(flagSpilled, on) }
+
+// held reports whether the job is a pending job taken out of the heap by
+// Hold, or parked.
+func (j *Job) held() bool { return j.flags&flagHeld != 0 }
+
+// parked reports whether the job is a pending job of a disabled target,
+// held until the target is enabled.
+func (j *Job) parked() bool { return j.flags&flagParked != 0 }
+
+// inDone reports whether the job is on the Done list.
+func (j *Job) inDone() bool { return j.flags&flagInDone != 0 }
+
+// heap returns the kind of heap the job is in, while pending with an index.
+func (j *Job) heap() heapKind { return heapKind(j.flags >> heapShift) }
+
+// setHeap records the kind of heap the job is in.
+func (j *Job) setHeap(k heapKind) {
+	j.flags = j.flags&(1<<heapShift-1) | jobFlags(k)<<heapShift
 }
 
 // Run is the part of a job that only a job that has started or finished
 // needs (see Job).
 type Run struct {
+	// FirstDue is the due time the policy deadline counts from: the
+	// enqueue's due time, or that of the last retry by hand (a job without
+	// a Run has not been deferred: its FirstDue is its Due).
+	FirstDue int64
+	// Started is the number of attempts ever started.
+	Started uint32
 	// Fails is the number of failed attempts since the enqueue or the last
 	// retry by hand: what the retry budget counts.
 	Fails int
@@ -159,6 +207,27 @@ func (j *Job) view() *Run {
 	return j.Run
 }
 
+// FirstDue returns the due time the policy deadline counts from: the
+// enqueue's due time, or that of the last retry by hand.
+func (j *Job) FirstDue() int64 {
+	if j.Run == nil {
+		return j.Due
+	}
+	return j.Run.FirstDue
+}
+
+// Started returns the number of attempts ever started.
+func (j *Job) Started() uint32 { return j.view().Started }
+
+// setDue makes d the job's due time, keeping its FirstDue (a job gets a
+// Run to hold it when they part).
+func (j *Job) setDue(d int64) {
+	if j.Run == nil && d != j.Due {
+		j.run()
+	}
+	j.Due = d
+}
+
 // Fails returns the number of failed attempts since the enqueue or the
 // last retry by hand: what the retry budget counts.
 func (j *Job) Fails() int { return j.view().Fails }
@@ -181,23 +250,25 @@ func (j *Job) FinishedAt() int64 { return j.view().FinishedAt }
 // (PartOf); 0 otherwise.
 func (j *Job) Part() int64 { return j.view().Part }
 
-// zero reports whether r holds nothing: a job with such a Run holds none
-// (tidy), so that every way to a state, replay included, gives the same.
-func (r *Run) zero() bool {
-	return r.Fails == 0 && r.LastError == "" && r.Reason == "" && len(r.Attempts) == 0 && r.FinishedAt == 0 && r.Part == 0
+// zero reports whether r holds nothing that a job of due time due without
+// a Run does not read: such a job holds none (tidy), so that every way to a
+// state, replay and a snapshot's decode included, gives the same.
+func (r *Run) zero(due int64) bool {
+	return r.FirstDue == due && r.Started == 0 && r.Fails == 0 && r.LastError == "" && r.Reason == "" && len(r.Attempts) == 0 && r.FinishedAt == 0 && r.Part == 0
 }
 
 // tidy drops j's Run if it holds nothing.
 func (j *Job) tidy() {
-	if j.Run != nil && j.Run.zero() {
+	if j.Run != nil && j.Run.zero(j.Due) {
 		j.Run = nil
 	}
 }
 
-// run returns j's Run, giving it one if it has none, for a change.
+// run returns j's Run, giving it one if it has none (with what the
+// accessors read without one), for a change.
 func (j *Job) run() *Run {
 	if j.Run == nil {
-		j.Run = new(Run)
+		j.Run = &Run{FirstDue: j.Due}
 	}
 	return j.Run
 }

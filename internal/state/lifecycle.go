@@ -240,7 +240,7 @@ func (s *State) park(j *Job) bool {
 	if l.parked == nil {
 		l.parked = make(map[*Job]struct{})
 	}
-	j.held, j.parked = true, true
+	j.set(flagHeld|flagParked, true)
 	l.parked[j] = struct{}{}
 	return true
 }
@@ -250,14 +250,14 @@ func (s *State) unpark(j *Job) {
 	if l := s.life[j.Spec.Target]; l != nil {
 		delete(l.parked, j)
 	}
-	j.held, j.parked = false, false
+	j.set(flagHeld|flagParked, false)
 }
 
 // parkTarget parks the pending jobs of target, which was just disabled:
 // O(jobs held in memory), a rare op.
 func (s *State) parkTarget(target string) {
 	for _, j := range s.jobs {
-		if j == nil || j.State != Pending || j.Spec.Target != target || j.parked {
+		if j == nil || j.State != Pending || j.Spec.Target != target || j.parked() {
 			continue
 		}
 		if j.index >= 0 {
@@ -277,7 +277,7 @@ func (s *State) unparkTarget(l *targetLife) {
 	slices.SortFunc(js, func(a, b *Job) int { return cmpID(a.ID, b.ID) })
 	l.parked = nil
 	for _, j := range js {
-		j.held, j.parked = false, false
+		j.set(flagHeld|flagParked, false)
 		if j.State == Pending && j.index < 0 {
 			s.pushPending(j)
 		}
@@ -422,8 +422,8 @@ func (s *State) checkLife() error {
 			return fmt.Errorf("target %q: enabled with %d parked jobs", t, len(l.parked))
 		}
 		for j := range l.parked {
-			if !j.parked || j.State != Pending || j.Spec.Target != t || s.job(j.ID) != j {
-				return fmt.Errorf("target %q: parked job %d is %v (parked %v)", t, j.ID, j.State, j.parked)
+			if !j.parked() || j.State != Pending || j.Spec.Target != t || s.job(j.ID) != j {
+				return fmt.Errorf("target %q: parked job %d is %v (parked %v)", t, j.ID, j.State, j.parked())
 			}
 		}
 	}
@@ -432,13 +432,13 @@ func (s *State) checkLife() error {
 	}
 	for _, j := range s.jobs {
 		if j == nil || j.State != Pending {
-			if j != nil && j.parked {
+			if j != nil && j.parked() {
 				return fmt.Errorf("job %d is %v but parked", j.ID, j.State)
 			}
 			continue
 		}
-		if s.TargetDisabled(j.Spec.Target) != j.parked {
-			return fmt.Errorf("job %d of target %q: parked %v, disabled %v", j.ID, j.Spec.Target, j.parked, s.TargetDisabled(j.Spec.Target))
+		if s.TargetDisabled(j.Spec.Target) != j.parked() {
+			return fmt.Errorf("job %d of target %q: parked %v, disabled %v", j.ID, j.Spec.Target, j.parked(), s.TargetDisabled(j.Spec.Target))
 		}
 	}
 	return nil

@@ -55,7 +55,7 @@ func TestFlowLimit(t *testing.T) {
 			starts = append(starts, int64(op.ID))
 		case op.Kind == OpDefer && j.Spec.Target == "t":
 			dues = append(dues, op.Due)
-			if j.Fails() != 0 || j.Started != 0 {
+			if j.Fails() != 0 || j.Started() != 0 {
 				t.Fatalf("deferred job %d counted an attempt", op.ID)
 			}
 		default:
@@ -166,7 +166,7 @@ func TestFlowHold(t *testing.T) {
 	if got[4].Kind != OpStart || got[5].Kind != OpStart {
 		t.Fatalf("u's and the unnamed job: %+v %+v, want started", got[4], got[5])
 	}
-	if j, _ := s.Job(3); j.Started != 0 || j.Fails() != 0 {
+	if j, _ := s.Job(3); j.Started() != 0 || j.Fails() != 0 {
 		t.Fatalf("held job counted an attempt: %+v", j)
 	}
 	// The hold ends at its time and is then forgotten.

@@ -44,7 +44,7 @@ func (m *sim) step(op Op) {
 	m.journal = append(m.journal, b)
 	m.live.Apply(&op)
 	if op.Kind == OpStart {
-		if j, ok := m.live.Job(op.ID); ok && j.State == Running && j.Started == op.Attempt {
+		if j, ok := m.live.Job(op.ID); ok && j.State == Running && j.Started() == op.Attempt {
 			m.inFlight = append(m.inFlight, flight{op.ID, op.Attempt})
 		}
 	}
@@ -314,8 +314,8 @@ func (m *sim) dispatch() {
 				m.t.Fatalf("job %d of target %q started at %d against its flow %+v under %+v", j.ID, j.Spec.Target, m.now, fl, lim)
 			}
 			p := j.Spec.Policy
-			if p.DeadlineMS > 0 && j.FirstDue+p.DeadlineMS <= m.now {
-				m.t.Fatalf("job %d started at %d, deadline %d", j.ID, m.now, j.FirstDue+p.DeadlineMS)
+			if p.DeadlineMS > 0 && j.FirstDue()+p.DeadlineMS <= m.now {
+				m.t.Fatalf("job %d started at %d, deadline %d", j.ID, m.now, j.FirstDue()+p.DeadlineMS)
 			}
 		}
 		fails := j.Fails()
@@ -338,7 +338,7 @@ func (m *sim) dispatch() {
 func (m *sim) firstDue(heldQueues, heldTargets map[string]bool) *Job {
 	var best *Job
 	m.live.Scan(0, false, func(j *Job) bool {
-		if j.State != Pending || j.held || j.Due > m.now || heldQueues[j.Spec.Queue] || (heldTargets[j.Spec.Target] && j.heap == inBench) || m.live.Queue(j.Spec.Queue).Paused {
+		if j.State != Pending || j.held() || j.Due > m.now || heldQueues[j.Spec.Queue] || (heldTargets[j.Spec.Target] && j.heap() == inBench) || m.live.Queue(j.Spec.Queue).Paused {
 			return true
 		}
 		if best == nil || ClaimOrder(j, best) {
@@ -451,9 +451,9 @@ func (m *sim) stale() {
 	var op Op
 	switch rapid.IntRange(0, 3).Draw(m.t, "staleKind") {
 	case 0: // a start with the wrong number
-		op = Op{Kind: OpStart, ID: id, At: m.now, Attempt: j.Started + 2}
+		op = Op{Kind: OpStart, ID: id, At: m.now, Attempt: j.Started() + 2}
 	case 1: // an outcome for an attempt that never started
-		op = Op{Kind: OpSucceed, ID: id, At: m.now, Attempt: j.Started + 1, Class: retry.Success}
+		op = Op{Kind: OpSucceed, ID: id, At: m.now, Attempt: j.Started() + 1, Class: retry.Success}
 	case 2: // a second outcome for an ended attempt
 		if len(j.Attempts()) == 0 || !j.Attempts()[0].Ended {
 			return

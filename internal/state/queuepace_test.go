@@ -45,7 +45,7 @@ func TestQueueLimit(t *testing.T) {
 			starts = append(starts, op.ID)
 		case op.Kind == OpDefer && j.Spec.Queue == "mail":
 			dues = append(dues, op.Due)
-			if j.Fails() != 0 || j.Started != 0 {
+			if j.Fails() != 0 || j.Started() != 0 {
 				t.Fatalf("deferred job %d counted an attempt", op.ID)
 			}
 		default:

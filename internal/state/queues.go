@@ -167,12 +167,12 @@ func (s *State) orderPending() {
 // popPending takes pending job j out of its queue's heap; it must be in
 // one.
 func (s *State) popPending(j *Job) {
-	if j.heap == inBench {
+	if j.heap() == inBench {
 		s.unbench(j)
 		return
 	}
 	q := s.queue(j.Spec.Queue)
-	if j.heap == inReady {
+	if j.heap() == inReady {
 		q.ready.remove(j)
 	} else {
 		q.wait.remove(j)
@@ -510,16 +510,16 @@ func (s *State) checkQueues() error {
 			continue
 		}
 		c.pending++
-		if j.index >= 0 && j.heap == inBench {
+		if j.index >= 0 && j.heap() == inBench {
 			c.benched++
 		} else if j.index >= 0 {
 			c.inHeaps++
 			h := &q.wait
-			if j.heap == inReady {
+			if j.heap() == inReady {
 				h = &q.ready
 			}
 			if int(j.index) >= len(h.js) || h.js[j.index] != j {
-				return fmt.Errorf("job %d: index %d is wrong (heap %d)", j.ID, j.index, j.heap)
+				return fmt.Errorf("job %d: index %d is wrong (heap %d)", j.ID, j.index, j.heap())
 			}
 			if j.Spec.Priority != 0 {
 				c.prio++

@@ -288,7 +288,7 @@ func appendSnapshotJob(dst []byte, j *Job) []byte {
 	dst = appendJobV1(dst, j)
 	dst = putVarint(dst, j.Part())
 	var flags byte
-	if j.Spilled {
+	if j.Spilled() {
 		flags |= jobFlagSpilled
 	}
 	ext := j.Spec != nil && j.Spec.HasExt()
@@ -317,11 +317,11 @@ func appendJobV1(dst []byte, j *Job) []byte {
 	// store's rows) hold it. TestStoredValuesFrozen pins it.
 	dst = append(dst, byte(j.State))
 	dst = putVarint(dst, j.Due)
-	dst = putVarint(dst, j.FirstDue)
+	dst = putVarint(dst, j.FirstDue())
 	dst = putVarint(dst, j.EnqueuedAt)
 	dst = putVarint(dst, j.FinishedAt())
 	dst = putUvarint(dst, uint64(j.Fails()))
-	dst = putUvarint(dst, uint64(j.Started))
+	dst = putUvarint(dst, uint64(j.Started()))
 	dst = putString(dst, j.LastError())
 	dst = putString(dst, j.Reason())
 	dst = putSpec(dst, j.Spec)
@@ -376,7 +376,7 @@ func (d *decoder) job(v byte, s *State) *Job {
 	j.ID = d.uvarint("id")
 	st := JobState(d.byte("state"))
 	var r Run
-	j.Due, j.FirstDue, j.EnqueuedAt, r.FinishedAt = d.varint("due"), d.varint("first due"), d.varint("enqueued at"), d.varint("finished at")
+	j.Due, r.FirstDue, j.EnqueuedAt, r.FinishedAt = d.varint("due"), d.varint("first due"), d.varint("enqueued at"), d.varint("finished at")
 	fails, started := d.uvarint("fails"), d.uvarint("started")
 	r.LastError, r.Reason = d.string("last error"), d.string("reason")
 	var spec Spec
@@ -407,7 +407,7 @@ func (d *decoder) job(v byte, s *State) *Job {
 	case na > MaxAttemptHistory:
 		d.failAt("job %d: %d attempts in its history, at most %d", j.ID, na, MaxAttemptHistory)
 	}
-	j.State, r.Fails, j.Started, sp.Policy.Attempts = st, int(fails), uint32(started), int(attempts)
+	j.State, r.Fails, r.Started, sp.Policy.Attempts = st, int(fails), uint32(started), int(attempts)
 	for k := uint64(0); d.err == nil && k < na; k++ {
 		var at Attempt
 		n := d.uvarint("attempt n")
@@ -427,18 +427,18 @@ func (d *decoder) job(v byte, s *State) *Job {
 		if d.err == nil && flags&^(jobFlagSpilled|jobFlagSpecExt) != 0 {
 			d.newer("job %d: unknown flags %#x", j.ID, flags)
 		}
-		j.Spilled = flags&jobFlagSpilled != 0
+		j.SetSpilled(flags&jobFlagSpilled != 0)
 		if flags&jobFlagSpecExt != 0 {
 			d.specExt(sp)
 		}
-		if d.err == nil && (!j.State.Finished() && r.Part != 0 || j.Spilled && len(sp.Payload) > 0) {
+		if d.err == nil && (!j.State.Finished() && r.Part != 0 || j.Spilled() && len(sp.Payload) > 0) {
 			d.failAt("job %d: partition %d or spilled flag does not fit its state", j.ID, r.Part)
 		}
 	}
 	if d.err != nil {
 		return nil
 	}
-	if !r.zero() {
+	if !r.zero(j.Due) {
 		own := r
 		j.Run = &own
 	}

@@ -182,7 +182,7 @@ type doneEntry struct {
 }
 
 // live reports whether the entry is still the job's latest on the list.
-func (e doneEntry) live() bool { return e.j.inDone && e.j.gen == e.gen }
+func (e doneEntry) live() bool { return e.j.inDone() && e.j.gen == e.gen }
 
 // SetSeq tags the ops applied from now on with seq (a journal sequence
 // number, for the embedded store): a job that becomes archivable keeps the
@@ -263,7 +263,7 @@ func (s *State) expire(op *Op) {
 		switch j := e.j; {
 		case !e.live():
 		case j.Part() <= op.At:
-			j.inDone = false
+			j.set(flagInDone, false)
 			s.remove(j)
 		default:
 			kept = append(kept, e)
@@ -274,7 +274,7 @@ func (s *State) expire(op *Op) {
 	lk := s.lingering[:0]
 	for _, j := range s.lingering {
 		switch {
-		case !j.State.Finished() || j.inDone || j.openAttempt(j.Started) == nil || s.job(j.ID) != j:
+		case !j.State.Finished() || j.inDone() || j.openAttempt(j.Started()) == nil || s.job(j.ID) != j:
 		case j.Part() <= op.At:
 			s.remove(j)
 		default:
@@ -343,10 +343,10 @@ func (s *State) finished(j *Job) {
 // attempt's outcome, which still feeds the breaker and the history); a job
 // whose partition was dropped meanwhile is removed instead.
 func (s *State) archivable(j *Job) {
-	if j.inDone || !j.State.Finished() {
+	if j.inDone() || !j.State.Finished() {
 		return
 	}
-	if j.openAttempt(j.Started) != nil {
+	if j.openAttempt(j.Started()) != nil {
 		s.lingering = append(s.lingering, j)
 		return
 	}
@@ -354,7 +354,7 @@ func (s *State) archivable(j *Job) {
 		s.remove(j)
 		return
 	}
-	j.inDone = true
+	j.set(flagInDone, true)
 	j.gen++
 	s.done = append(s.done, doneEntry{j: j, seq: s.seq, gen: j.gen})
 }
@@ -382,7 +382,7 @@ func (s *State) Finished(fn func(*Job) bool) {
 		}
 	}
 	for _, j := range s.lingering {
-		if j.State.Finished() && !j.inDone && j.openAttempt(j.Started) != nil && s.job(j.ID) == j && !fn(j) {
+		if j.State.Finished() && !j.inDone() && j.openAttempt(j.Started()) != nil && s.job(j.ID) == j && !fn(j) {
 			return
 		}
 	}
@@ -408,10 +408,10 @@ func (s *State) DoneLen() int { return len(s.done) }
 // op and is not journaled; it reports whether the job was evicted.
 func (s *State) Evict(id uint64, token uint16) bool {
 	j := s.job(id)
-	if j == nil || !j.inDone || j.gen != token {
+	if j == nil || !j.inDone() || j.gen != token {
 		return false
 	}
-	j.inDone = false
+	j.set(flagInDone, false)
 	s.remove(j)
 	if len(s.done) > 0 && !s.done[0].live() {
 		k := 0
@@ -432,10 +432,11 @@ func (s *State) Evict(id uint64, token uint16) bool {
 // not changed. It is not an op; it reports whether it dropped anything.
 func (s *State) SpillPayload(id uint64) bool {
 	j := s.job(id)
-	if j == nil || j.State.Finished() || j.Spilled || len(j.Spec.Payload) == 0 {
+	if j == nil || j.State.Finished() || j.Spilled() || len(j.Spec.Payload) == 0 {
 		return false
 	}
-	j.Spec, j.Spilled = s.withoutPayload(j.Spec), true
+	j.Spec = s.withoutPayload(j.Spec)
+	j.SetSpilled(true)
 	return true
 }
 
@@ -479,7 +480,7 @@ func (s *State) enqueue(op *Op) {
 		return
 	}
 	sp := s.ownSpec(op.Spec)
-	j := &Job{ID: op.ID, Spec: sp, Due: op.Due, FirstDue: op.Due, EnqueuedAt: op.At, index: -1}
+	j := &Job{ID: op.ID, Spec: sp, Due: op.Due, EnqueuedAt: op.At, index: -1}
 	s.insert(i, j)
 	if op.Spec.Key != "" {
 		s.keys[op.Spec.Key] = op.ID
@@ -602,7 +603,7 @@ func (s *State) retryJob(op *Op) {
 	if j == nil || (j.State != Failed && j.State != Cancelled) || s.gone(j) {
 		return
 	}
-	if img := op.Image; j.Spilled && img != nil && img.Spec != nil && len(img.Spec.Payload) > 0 {
+	if img := op.Image; j.Spilled() && img != nil && img.Spec != nil && len(img.Spec.Payload) > 0 {
 		// The job's payload is in the store's table, where a finished
 		// job's moves into its record, which this retry's table change
 		// deletes. The record carries the payload: the job holds it
@@ -610,7 +611,8 @@ func (s *State) retryJob(op *Op) {
 		// replay agree whether or not the job was evicted first.
 		sp := *j.Spec
 		sp.Payload = img.Spec.Payload
-		j.Spec, j.Spilled = s.ownSpec(&sp), false
+		j.Spec = s.ownSpec(&sp)
+		j.SetSpilled(false)
 	}
 	c := s.parts[j.Part()]
 	c.add(j.State, -1)
@@ -619,9 +621,12 @@ func (s *State) retryJob(op *Op) {
 	} else {
 		s.parts[j.Part()] = c
 	}
-	j.inDone = false
+	j.set(flagInDone, false)
 	s.setState(j, Pending)
-	j.Due, j.FirstDue = op.Due, op.Due
+	j.Due = op.Due
+	if j.Run != nil {
+		j.Run.FirstDue = op.Due
+	}
 	if r := j.Run; r != nil {
 		r.Fails, r.Part, r.FinishedAt, r.Reason, r.LastError = 0, 0, 0, "", ""
 		j.tidy()
@@ -647,7 +652,8 @@ func (s *State) revive(op *Op) *Job {
 	}
 	j := new(Job)
 	*j = img.Clone()
-	j.Spec, j.index, j.held, j.inDone, j.Spilled = s.ownSpec(img.Spec), -1, false, false, false
+	j.Spec, j.index = s.ownSpec(img.Spec), -1
+	j.set(flagHeld|flagInDone|flagSpilled, false)
 	s.insert(i, j)
 	if k := j.Spec.Key; k != "" {
 		s.keys[k] = j.ID
@@ -682,10 +688,10 @@ func (s *State) unqueue(j *Job) {
 	if j.index >= 0 {
 		s.popPending(j)
 	}
-	if j.parked {
+	if j.parked() {
 		s.unpark(j)
 	}
-	j.held = false
+	j.set(flagHeld, false)
 }
 
 func (s *State) setBreaker(target string, br retry.Breaker) {
@@ -774,7 +780,7 @@ func (s *State) Hold(id uint64) {
 		return
 	}
 	s.popPending(j)
-	j.held = true
+	j.set(flagHeld, true)
 	s.held = append(s.held, j)
 }
 
@@ -785,8 +791,8 @@ func (s *State) ReleaseHeld() {
 	s.releaseQueues()
 	s.releaseTargets()
 	for i, j := range s.held {
-		if j.held && !j.parked {
-			j.held = false
+		if j.held() && !j.parked() {
+			j.set(flagHeld, false)
 			if j.State == Pending && j.index < 0 {
 				s.pushPending(j)
 			}

@@ -50,8 +50,8 @@ func TestApply(t *testing.T) {
 		check func(t *testing.T, s *State, j *Job)
 	}{
 		{"enqueue", []Op{enq(1, 1000, "a", "k1", pol3)}, func(t *testing.T, s *State, j *Job) {
-			want := Job{ID: 1, State: Pending, Due: 1000, FirstDue: 1000, EnqueuedAt: 990}
-			if j.State != want.State || j.Due != want.Due || j.FirstDue != want.FirstDue || j.EnqueuedAt != want.EnqueuedAt || j.Spec.Key != "k1" {
+			want := Job{ID: 1, State: Pending, Due: 1000, EnqueuedAt: 990}
+			if j.State != want.State || j.Due != want.Due || j.FirstDue() != want.FirstDue() || j.EnqueuedAt != want.EnqueuedAt || j.Spec.Key != "k1" {
 				t.Fatalf("job %+v", j)
 			}
 			if id, ok := s.ByKey("k1"); !ok || id != 1 {
@@ -80,7 +80,7 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"start", []Op{enq(1, 1000, "a", "", pol3), start1}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Running || j.Started != 1 || len(j.Attempts()) != 1 || j.Attempts()[0].N != 1 || j.Attempts()[0].StartedAt != 1000 || j.Attempts()[0].Ended {
+			if j.State != Running || j.Started() != 1 || len(j.Attempts()) != 1 || j.Attempts()[0].N != 1 || j.Attempts()[0].StartedAt != 1000 || j.Attempts()[0].Ended {
 				t.Fatalf("job %+v", j)
 			}
 			if !slices.Equal(s.Running(), []uint64{1}) {
@@ -88,12 +88,12 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"start with a wrong attempt number is a no-op", []Op{enq(1, 1000, "a", "", pol3), {Kind: OpStart, ID: 1, At: 1000, Attempt: 2}, {Kind: OpStart, ID: 1, Attempt: 0}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Pending || j.Started != 0 {
+			if j.State != Pending || j.Started() != 0 {
 				t.Fatalf("job %+v", j)
 			}
 		}},
 		{"start of a running job is a no-op", []Op{enq(1, 1000, "a", "", pol3), start1, {Kind: OpStart, ID: 1, At: 1001, Attempt: 2}}, func(t *testing.T, s *State, j *Job) {
-			if j.Started != 1 {
+			if j.Started() != 1 {
 				t.Fatalf("job %+v", j)
 			}
 		}},
@@ -103,7 +103,7 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"retry", []Op{enq(1, 1000, "a", "", pol3), start1, {Kind: OpRequeue, ID: 1, At: 1100, Due: 1300, Attempt: 1, Class: retry.Retryable, BreakerFailed: true, Error: "503"}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Pending || j.Due != 1300 || j.FirstDue != 1000 || j.Fails() != 1 || j.LastError() != "503" {
+			if j.State != Pending || j.Due != 1300 || j.FirstDue() != 1000 || j.Fails() != 1 || j.LastError() != "503" {
 				t.Fatalf("job %+v", j)
 			}
 			if a := j.Attempts()[0]; !a.Ended || a.EndedAt != 1100 || a.Class != retry.Retryable || a.Error != "503" {
@@ -144,7 +144,7 @@ func TestApply(t *testing.T) {
 			{Kind: OpStart, ID: 1, At: 1100, Attempt: 2},
 			{Kind: OpSucceed, ID: 1, At: 1200, Attempt: 1},
 			{Kind: OpSucceed, ID: 1, At: 1200, Attempt: 3}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Running || j.Started != 2 || j.Attempts()[0].Class != retry.Retryable || j.Attempts()[1].Ended {
+			if j.State != Running || j.Started() != 2 || j.Attempts()[0].Class != retry.Retryable || j.Attempts()[1].Ended {
 				t.Fatalf("job %+v", j)
 			}
 			if b := s.Breaker("a"); !slices.Equal(b.Fails, []int64{1100}) {
@@ -152,7 +152,7 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{"defer", []Op{enq(1, 1000, "a", "", pol3), {Kind: OpDefer, ID: 1, At: 1000, Due: 1300}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Pending || j.Due != 1300 || j.FirstDue != 1000 || j.Fails() != 0 {
+			if j.State != Pending || j.Due != 1300 || j.FirstDue() != 1000 || j.Fails() != 0 {
 				t.Fatalf("job %+v", j)
 			}
 			if due, _ := s.NextDue(); due != 1300 {
@@ -193,7 +193,7 @@ func TestApply(t *testing.T) {
 		{"revive a dead job", []Op{enq(1, 1000, "a", "", pol3), start1,
 			{Kind: OpFail, ID: 1, At: 1100, Attempt: 1, Class: retry.Unsafe, BreakerFailed: true, Error: "unsafe"},
 			{Kind: OpRetry, ID: 1, At: 2000, Due: 2500}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Pending || j.Due != 2500 || j.FirstDue != 2500 || j.Fails() != 0 || j.Started != 1 || j.Reason() != "" || j.FinishedAt() != 0 {
+			if j.State != Pending || j.Due != 2500 || j.FirstDue() != 2500 || j.Fails() != 0 || j.Started() != 1 || j.Reason() != "" || j.FinishedAt() != 0 {
 				t.Fatalf("job %+v", j)
 			}
 		}},
@@ -208,7 +208,7 @@ func TestApply(t *testing.T) {
 			{Kind: OpRetry, ID: 1, At: 1020, Due: 1020},
 			{Kind: OpStart, ID: 1, At: 1030, Attempt: 2},
 			{Kind: OpSucceed, ID: 1, At: 1040, Attempt: 1, Class: retry.Success}}, func(t *testing.T, s *State, j *Job) {
-			if j.State != Running || j.Started != 2 || !j.Attempts()[0].Ended || j.Attempts()[1].Ended {
+			if j.State != Running || j.Started() != 2 || !j.Attempts()[0].Ended || j.Attempts()[1].Ended {
 				t.Fatalf("job %+v", j)
 			}
 		}},
@@ -593,13 +593,13 @@ func TestEqualAndCheckFindDifferences(t *testing.T) {
 		{"spec", func(s *State) { s.jobs[0].Spec = nil }, "no spec"},
 		{"heap index", func(s *State) { s.jobs[0].index = 5 }, "index 5 is wrong"},
 		{"pending outside the heap", func(s *State) { s.popPending(s.jobs[1]) }, "in heap false"},
-		{"held and in the heap", func(s *State) { s.jobs[1].held = true }, "in heap true, held true"},
+		{"held and in the heap", func(s *State) { s.jobs[1].set(flagHeld, true) }, "in heap true, held true"},
 		{"running outside the set", func(s *State) {
 			s.popPending(s.jobs[1])
 			s.jobs[1].State, s.counts = Running, Counts{Pending: 1, Running: 1}
 		}, "not in the running set"},
 		{"running at a wrong index", func(s *State) { s.jobs[1].State, s.counts = Running, Counts{Pending: 1, Running: 1} }, "(running): index"},
-		{"finished but held", func(s *State) { s.popPending(s.jobs[1]); s.jobs[1].State, s.jobs[1].held = Failed, true }, "failed but held"},
+		{"finished but held", func(s *State) { s.popPending(s.jobs[1]); s.jobs[1].State = Failed; s.jobs[1].set(flagHeld, true) }, "failed but held"},
 		{"counts", func(s *State) { s.counts.Pending++ }, "recount"},
 		{"heap size", func(s *State) { s.q.def.wait.js = append(s.q.def.wait.js, s.jobs[0]) }, "in heaps 3"},
 		{"running size", func(s *State) { s.running = append(s.running, s.jobs[0]) }, "running set 1"},

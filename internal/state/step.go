@@ -44,19 +44,19 @@ func Step(j *Job, br *retry.Breaker, c retry.Circuit, op *Op) Change {
 	ch := Change{From: j.State, To: j.State}
 	switch op.Kind {
 	case OpStart:
-		if j.State != Pending || op.Attempt == 0 || op.Attempt != j.Started+1 {
+		if j.State != Pending || op.Attempt == 0 || op.Attempt != j.Started()+1 {
 			return ch
 		}
 		feed(br, c, op)
 		j.State = Running
-		j.Started++
+		j.run().Started++
 		j.addAttempt(Attempt{N: op.Attempt, StartedAt: op.At})
 		ch.Started, ch.Fed = true, true
 	case OpDefer:
 		if j.State != Pending {
 			return ch
 		}
-		j.Due = op.Due
+		j.setDue(op.Due)
 	case OpSnooze:
 		a := j.openAttempt(op.Attempt)
 		if a == nil {
@@ -65,7 +65,7 @@ func Step(j *Job, br *retry.Breaker, c retry.Circuit, op *Op) Change {
 		feed(br, c, op)
 		ch.Fed = true
 		a.Ended, a.EndedAt, a.Error = true, op.At, SnoozedError
-		if j.State == Running && op.Attempt == j.Started {
+		if j.State == Running && op.Attempt == j.Started() {
 			j.Due = op.Due
 			j.State = Pending
 		}
@@ -89,7 +89,7 @@ func Step(j *Job, br *retry.Breaker, c retry.Circuit, op *Op) Change {
 		feed(br, c, op)
 		ch.Fed = true
 		a.Ended, a.EndedAt, a.Class, a.Error, a.Output = true, op.At, op.Class, op.Error, op.Output
-		if j.State != Running || op.Attempt != j.Started {
+		if j.State != Running || op.Attempt != j.Started() {
 			break
 		}
 		switch op.Kind {

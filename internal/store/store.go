@@ -105,7 +105,7 @@ type Verdict struct {
 // VerdictOf returns the Verdict of an outcome of attempt that was recorded
 // on job j, given j as it is after the outcome.
 func VerdictOf(j *state.Job, attempt uint32) Verdict {
-	if j.State == state.Failed && j.Started == attempt {
+	if j.State == state.Failed && j.Started() == attempt {
 		return Verdict{Known: true, Died: true, Reason: j.Reason()}
 	}
 	return Verdict{Known: true}

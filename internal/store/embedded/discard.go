@@ -21,7 +21,7 @@ func (s *Store) Discard(ctx context.Context, now int64, id uint64) error {
 	}
 	// A payload memory holds for the job leaves with it.
 	var resident int64
-	if mem, ok := s.st.Job(id); ok && !mem.Spilled {
+	if mem, ok := s.st.Job(id); ok && !mem.Spilled() {
 		resident = int64(len(mem.Spec.Payload))
 	}
 	wait := s.submitLocked([]state.Op{{Kind: state.OpDiscard, ID: id, At: now, Image: state.DiscardImage(&job)}})

@@ -380,7 +380,7 @@ func (s *Store) claimLocked(now int64, lim store.Limits, ops []state.Op) ([]stor
 		if op.Kind == state.OpStart {
 			claims = append(claims, store.Claim{
 				ID: job.ID, Attempt: op.Attempt, Kind: job.Spec.Kind, Target: job.Spec.Target,
-				Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS, Metadata: job.Spec.Metadata, Spilled: job.Spilled,
+				Payload: job.Spec.Payload, TimeoutMS: job.Spec.TimeoutMS, Metadata: job.Spec.Metadata, Spilled: job.Spilled(),
 			})
 		}
 	})
@@ -516,7 +516,7 @@ func (s *Store) Retry(ctx context.Context, now int64, id uint64) error {
 	// The record carries the job as it finished, payload included, so
 	// that its replay needs nothing the table holds.
 	img := job
-	if img.Spilled {
+	if img.Spilled() {
 		p, err := s.tbl.payloadOf(&img)
 		if err != nil {
 			s.mu.Unlock()
@@ -524,7 +524,8 @@ func (s *Store) Retry(ctx context.Context, now int64, id uint64) error {
 		}
 		sp := *img.Spec
 		sp.Payload = p
-		img.Spec, img.Spilled = &sp, false
+		img.Spec = &sp
+		img.SetSpilled(false)
 	}
 	wait := s.submitLocked([]state.Op{{Kind: state.OpRetry, ID: id, At: now, Due: now, Image: &img}})
 	s.mu.Unlock()
@@ -546,7 +547,7 @@ func (s *Store) Job(ctx context.Context, id uint64) (state.Job, error) {
 		return state.Job{}, err
 	}
 	j, err := s.jobLocked(id)
-	if err != nil || !j.Spilled {
+	if err != nil || !j.Spilled() {
 		return j, err
 	}
 	p, err := s.tbl.payloadOf(&j)
@@ -555,7 +556,8 @@ func (s *Store) Job(ctx context.Context, id uint64) (state.Job, error) {
 	}
 	sp := *j.Spec
 	sp.Payload = p
-	j.Spec, j.Spilled = &sp, false
+	j.Spec = &sp
+	j.SetSpilled(false)
 	return j, nil
 }
 
@@ -645,14 +647,15 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]state.Job, uint64, 
 		next = out[limit-1].ID
 	}
 	for i := range out {
-		if out[i].Spilled {
+		if out[i].Spilled() {
 			p, err := s.tbl.payloadOf(&out[i])
 			if err != nil {
 				return nil, 0, err
 			}
 			sp := *out[i].Spec
 			sp.Payload = p
-			out[i].Spec, out[i].Spilled = &sp, false
+			out[i].Spec = &sp
+			out[i].SetSpilled(false)
 		}
 	}
 	return out, next, nil

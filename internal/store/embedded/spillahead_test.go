@@ -57,7 +57,7 @@ func TestSpillAhead(t *testing.T) {
 		spilled := make(map[uint64]bool)
 		for id := range want {
 			j, _ := s.st.Job(id)
-			spilled[id] = j.Spilled
+			spilled[id] = j.Spilled()
 		}
 		s.mu.Unlock()
 		for id, w := range want {

@@ -392,7 +392,7 @@ func (sp *spiller) round() (bool, error) {
 	var pays [][]byte
 	for npl < len(sp.payloads) && sp.payloads[npl].seq <= durable && npl < spillBatch && nb < spillBatchBytes {
 		var p []byte
-		if j, ok := s.st.Job(sp.payloads[npl].id); ok && !j.State.Finished() && !j.Spilled {
+		if j, ok := s.st.Job(sp.payloads[npl].id); ok && !j.State.Finished() && !j.Spilled() {
 			p = j.Spec.Payload
 		}
 		pays = append(pays, p)
@@ -422,7 +422,7 @@ func (sp *spiller) round() (bool, error) {
 	for i := range jobs {
 		j := &jobs[i].job
 		puts[i] = finishedPut{j: j, payload: j.Spec.Payload}
-		if j.Spilled {
+		if j.Spilled() {
 			p, err := s.tbl.payloadOf(j)
 			if err != nil {
 				return false, err
@@ -433,7 +433,7 @@ func (sp *spiller) round() (bool, error) {
 	putFinished(b, puts)
 	for i := range jobs {
 		// A finished job's spilled payload moves into its record.
-		if j := &jobs[i].job; j.Spilled || j.ID < sp.openedBelow {
+		if j := &jobs[i].job; j.Spilled() || j.ID < sp.openedBelow {
 			b.Delete(payloadKey(j.ID), nil)
 		}
 	}
@@ -454,7 +454,7 @@ func (sp *spiller) round() (bool, error) {
 	sp.effects = sp.effects[nfx:]
 	for i := range jobs {
 		j := &jobs[i].job
-		if s.st.Evict(j.ID, jobs[i].token) && !j.Spilled {
+		if s.st.Evict(j.ID, jobs[i].token) && !j.Spilled() {
 			sp.resident -= cachedCost(j.Spec.Payload)
 		}
 	}

@@ -520,7 +520,8 @@ func putFinished(b *pebble.Batch, puts []finishedPut) {
 		c := *p.j
 		sp := *p.j.Spec
 		sp.Payload = p.payload
-		c.Spec, c.Spilled = &sp, false
+		c.Spec = &sp
+		c.SetSpilled(false)
 		b.Set(recordKey(c.Part(), c.ID), state.AppendJob(nil, &c), nil)
 		values[i] = entryValue(p.j.Spec)
 	}

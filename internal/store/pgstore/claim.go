@@ -487,14 +487,14 @@ func readDue(rows pgx.Rows, want int) ([]*jobRow, error) {
 		var meta []byte
 		p := &r.spec.Policy
 		if err := rows.Scan(&id, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
-			&r.spec.TimeoutMS, &r.Due, &r.FirstDue, &r.run.Fails, &started, &r.run.LastError, &r.spec.Queue, &r.spec.Priority, &meta); err != nil {
+			&r.spec.TimeoutMS, &r.Due, &r.run.FirstDue, &r.run.Fails, &started, &r.run.LastError, &r.spec.Queue, &r.spec.Priority, &meta); err != nil {
 			return nil, err
 		}
 		var err error
 		if r.spec.Metadata, err = readMetadata(meta); err != nil {
 			return nil, fmt.Errorf("pgstore: job %d: %w", id, err)
 		}
-		r.ID, r.Started = uint64(id), uint32(started)
+		r.ID, r.run.Started = uint64(id), uint32(started)
 		due = append(due, r)
 	}
 	if err := rows.Err(); err != nil {

@@ -363,8 +363,8 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 		// the latest in its history. state.Step gives the row's new columns
 		// and the attempt's end.
 		r := state.Job{
-			ID: o.ID, State: state.Running, Started: o.Attempt, Due: fl.facts.Due, FirstDue: fl.facts.FirstDue,
-			Run: &state.Run{Fails: fl.facts.Fails, LastError: fl.facts.LastError, Attempts: []state.Attempt{{N: o.Attempt, StartedAt: fl.startedAt}}},
+			ID: o.ID, State: state.Running, Due: fl.facts.Due,
+			Run: &state.Run{FirstDue: fl.facts.FirstDue, Started: o.Attempt, Fails: fl.facts.Fails, LastError: fl.facts.LastError, Attempts: []state.Attempt{{N: o.Attempt, StartedAt: fl.startedAt}}},
 		}
 		op := settle(fl.facts, o, now, rs[i])
 		state.Step(&r, nil, s.opts.Circuit, &op)

@@ -127,7 +127,7 @@ func TestBreakerSharedByNodes(t *testing.T) {
 		t.Fatalf("claim on b while open: %v %v", cs, err)
 	}
 	j, err := b.Job(ctx, 4)
-	if err != nil || j.State != state.Pending || j.Started != 0 || j.Due != 1010+testCircuit.CooldownMS {
+	if err != nil || j.State != state.Pending || j.Started() != 0 || j.Due != 1010+testCircuit.CooldownMS {
 		t.Fatalf("job deferred by b: %+v %v", j, err)
 	}
 	// After the cooldown one probe is admitted, on whichever node asks.

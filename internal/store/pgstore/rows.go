@@ -161,7 +161,7 @@ func scanRow(row pgx.Row) (*jobRow, error) {
 	p := &r.spec.Policy
 	err := row.Scan(&id, &st, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &r.spec.Key,
 		&p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS, &r.spec.TimeoutMS,
-		&r.Due, &r.FirstDue, &r.EnqueuedAt, &r.run.FinishedAt, &r.run.Fails, &started, &r.run.LastError, &r.run.Reason, &hist, &latest, &r.node, &meta, &replayOf, &r.spec.Queue, &r.spec.Priority,
+		&r.Due, &r.run.FirstDue, &r.EnqueuedAt, &r.run.FinishedAt, &r.run.Fails, &started, &r.run.LastError, &r.run.Reason, &hist, &latest, &r.node, &meta, &replayOf, &r.spec.Queue, &r.spec.Priority,
 		&r.spec.Schedule, &r.spec.Tick)
 	if err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func scanRow(row pgx.Row) (*jobRow, error) {
 		return nil, fmt.Errorf("pgstore: job %d: %w", id, err)
 	}
 	r.spec.ReplayOf = uint64(replayOf)
-	r.ID, r.State, r.Started = uint64(id), state.JobState(st), uint32(started)
+	r.ID, r.State, r.run.Started = uint64(id), state.JobState(st), uint32(started)
 	h, err := readHistory(hist, latest)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: job %d: %w", id, err)

@@ -57,8 +57,8 @@ func wantHeld(t *testing.T, s store.Store, now int64, ids ...uint64) {
 	}
 	for _, id := range ids {
 		j := wantState(t, s, id, state.Pending)
-		if b := before[id]; j.Due != b.Due || j.Started != b.Started {
-			t.Fatalf("held job %d changed: due %d started %d, was %d %d", id, j.Due-T0, j.Started, b.Due-T0, b.Started)
+		if b := before[id]; j.Due != b.Due || j.Started() != b.Started() {
+			t.Fatalf("held job %d changed: due %d started %d, was %d %d", id, j.Due-T0, j.Started(), b.Due-T0, b.Started())
 		}
 	}
 }

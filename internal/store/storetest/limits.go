@@ -66,8 +66,8 @@ func testRateLimit(t *testing.T, open Opener) {
 	}
 	for i, id := range backlog[2:] {
 		j := wantState(t, s, id, state.Pending)
-		if want := T0 + 100*int64(i+1); j.Due != want || j.Started != 0 || j.Fails() != 0 {
-			t.Fatalf("job %d held back by the limit: due T0+%d, started %d, fails %d; want due T0+%d, nothing counted", id, j.Due-T0, j.Started, j.Fails(), want-T0)
+		if want := T0 + 100*int64(i+1); j.Due != want || j.Started() != 0 || j.Fails() != 0 {
+			t.Fatalf("job %d held back by the limit: due T0+%d, started %d, fails %d; want due T0+%d, nothing counted", id, j.Due-T0, j.Started(), j.Fails(), want-T0)
 		}
 	}
 	if c := claim(t, s, T0+99, all); len(c) != 0 {
@@ -148,8 +148,8 @@ func testTargetHold(t *testing.T, open Opener) {
 	if len(c) != 1 || c[0].ID != u {
 		t.Fatalf("while t holds claimed %v, want only u's job %d", ids(c), u)
 	}
-	if j := wantState(t, s, b, state.Pending); j.Due != T0+300_001 || j.Started != 0 || j.Fails() != 0 {
-		t.Fatalf("t's other job: due T0+%d, started %d, fails %d; want deferred to the hold's end, nothing counted", j.Due-T0, j.Started, j.Fails())
+	if j := wantState(t, s, b, state.Pending); j.Due != T0+300_001 || j.Started() != 0 || j.Fails() != 0 {
+		t.Fatalf("t's other job: due T0+%d, started %d, fails %d; want deferred to the hold's end, nothing counted", j.Due-T0, j.Started(), j.Fails())
 	}
 	if c := claim(t, s, T0+300_000, all); len(c) != 0 {
 		t.Fatalf("claimed %v before the hold ended", ids(c))

@@ -59,8 +59,8 @@ func testQueueRateLimit(t *testing.T, open Opener) {
 	}
 	for i, id := range backlog[2:] {
 		j := wantState(t, s, id, state.Pending)
-		if want := T0 + 100*int64(i+1); j.Due != want || j.Started != 0 || j.Fails() != 0 {
-			t.Fatalf("job %d held back by mail's limit: due T0+%d, started %d, fails %d; want due T0+%d, nothing counted", id, j.Due-T0, j.Started, j.Fails(), want-T0)
+		if want := T0 + 100*int64(i+1); j.Due != want || j.Started() != 0 || j.Fails() != 0 {
+			t.Fatalf("job %d held back by mail's limit: due T0+%d, started %d, fails %d; want due T0+%d, nothing counted", id, j.Due-T0, j.Started(), j.Fails(), want-T0)
 		}
 	}
 	if qi := queues(t, s)["mail"]; qi.Limit != lim || qi.Pace.Bucket.Admits(lim, T0+99) || qi.Pace.Reserved == 0 {

@@ -14,8 +14,8 @@ type JobView struct {
 // View copies the exported fields of j into a JobView.
 func View(j state.Job) JobView {
 	v := JobView{Spec: *j.Spec, Job: state.Job{
-		ID: j.ID, Due: j.Due, FirstDue: j.FirstDue, EnqueuedAt: j.EnqueuedAt, Started: j.Started, State: j.State,
-		Run: &state.Run{FinishedAt: j.FinishedAt(), Fails: j.Fails(), LastError: j.LastError(), Reason: j.Reason()},
+		ID: j.ID, Due: j.Due, EnqueuedAt: j.EnqueuedAt, State: j.State,
+		Run: &state.Run{FirstDue: j.FirstDue(), Started: j.Started(), FinishedAt: j.FinishedAt(), Fails: j.Fails(), LastError: j.LastError(), Reason: j.Reason()},
 	}}
 	if len(v.Spec.Payload) == 0 {
 		v.Spec.Payload = nil

@@ -198,7 +198,7 @@ func testEnqueueThenJob(t *testing.T, open Opener) {
 	if !reflect.DeepEqual(*j.Spec, sp) {
 		t.Errorf("spec read back\n%+v\nwant\n%+v", *j.Spec, sp)
 	}
-	if j.Due != T0+10 || j.FirstDue != T0+10 || j.EnqueuedAt != T0 || j.FinishedAt() != 0 || j.Started != 0 || j.Fails() != 0 || len(j.Attempts()) != 0 {
+	if j.Due != T0+10 || j.FirstDue() != T0+10 || j.EnqueuedAt != T0 || j.FinishedAt() != 0 || j.Started() != 0 || j.Fails() != 0 || len(j.Attempts()) != 0 {
 		t.Errorf("a new job reads %+v: want due and first due %d, enqueued at %d, nothing started", j, T0+10, T0)
 	}
 	next := enqueueOne(t, s, T0+1, T0, spec("c", ""))
@@ -318,7 +318,7 @@ func testClaimDueOrder(t *testing.T, open Opener) {
 		if cl.Attempt != 1 || cl.Kind != j.Spec.Kind || cl.Target != j.Spec.Target || !bytes.Equal(cl.Payload, j.Spec.Payload) || cl.TimeoutMS != j.Spec.TimeoutMS {
 			t.Errorf("claim %+v does not carry its job's attempt 1, kind, target, payload and timeout (%+v)", cl, *j.Spec)
 		}
-		if j.Started != 1 || len(j.Attempts()) != 1 || j.Attempts()[0].N != 1 || j.Attempts()[0].StartedAt != T0 || j.Attempts()[0].Ended {
+		if j.Started() != 1 || len(j.Attempts()) != 1 || j.Attempts()[0].N != 1 || j.Attempts()[0].StartedAt != T0 || j.Attempts()[0].Ended {
 			t.Errorf("a started job reads %+v: want attempt 1 open, started at T0", j)
 		}
 	}
@@ -366,8 +366,8 @@ func testClaimPerTarget(t *testing.T, open Opener) {
 		t.Fatalf("claim while every target runs its limit: %v", ids(more))
 	}
 	for _, id := range []uint64{a2, a3} {
-		if j := wantState(t, s, id, state.Pending); j.Started != 0 {
-			t.Errorf("job %d held back by the per-target limit has %d attempts", id, j.Started)
+		if j := wantState(t, s, id, state.Pending); j.Started() != 0 {
+			t.Errorf("job %d held back by the per-target limit has %d attempts", id, j.Started())
 		}
 	}
 	running["a"] = 0
@@ -503,11 +503,11 @@ func testPermanentAndUnsafe(t *testing.T, open Opener) {
 	u := enqueueOne(t, s, T0, T0, spec("k", "t"))
 	c := claim(t, s, T0, all)
 	finish(t, s, T0+1, outcome(c[0], retry.Permanent, "bad request"), outcome(c[1], retry.Unsafe, "timeout after send"))
-	if j := wantState(t, s, p, state.Failed); !strings.Contains(j.Reason(), "permanent") || !strings.Contains(j.Reason(), "bad request") || j.Started != 1 {
-		t.Errorf("a permanent failure reads reason %q after %d attempts", j.Reason(), j.Started)
+	if j := wantState(t, s, p, state.Failed); !strings.Contains(j.Reason(), "permanent") || !strings.Contains(j.Reason(), "bad request") || j.Started() != 1 {
+		t.Errorf("a permanent failure reads reason %q after %d attempts", j.Reason(), j.Started())
 	}
-	if j := wantState(t, s, u, state.Failed); !strings.Contains(j.Reason(), "unsafe") || !strings.Contains(j.Reason(), "timeout after send") || j.Started != 1 {
-		t.Errorf("an unsafe failure reads reason %q after %d attempts", j.Reason(), j.Started)
+	if j := wantState(t, s, u, state.Failed); !strings.Contains(j.Reason(), "unsafe") || !strings.Contains(j.Reason(), "timeout after send") || j.Started() != 1 {
+		t.Errorf("an unsafe failure reads reason %q after %d attempts", j.Reason(), j.Started())
 	}
 	// The unsafe failure counted against the breaker, the permanent one
 	// did not: one failure, below the threshold of 2.
@@ -556,7 +556,7 @@ func testOutcomeOfEarlierAttempt(t *testing.T, open Opener) {
 	}
 	finish(t, s, T0+3, outcome(first[0], retry.Success, ""))
 	j := wantState(t, s, id, state.Running)
-	if j.Started != 2 || len(j.Attempts()) != 2 || !j.Attempts()[0].Ended || j.Attempts()[0].Class != retry.Success || j.Attempts()[1].Ended || j.FinishedAt() != 0 {
+	if j.Started() != 2 || len(j.Attempts()) != 2 || !j.Attempts()[0].Ended || j.Attempts()[0].Class != retry.Success || j.Attempts()[1].Ended || j.FinishedAt() != 0 {
 		t.Fatalf("after the outcome of attempt 1 while attempt 2 runs: %+v, want attempt 1 ended, attempt 2 open, the job running", j)
 	}
 	finish(t, s, T0+4, outcome(second[0], retry.Retryable, "again"))
@@ -573,8 +573,8 @@ func testDeadline(t *testing.T, open Opener) {
 	if got := claim(t, s, T0+100, all); len(got) != 0 {
 		t.Fatalf("claimed %v at the deadline", ids(got))
 	}
-	if j := wantState(t, s, late, state.Failed); j.Started != 0 || !strings.Contains(j.Reason(), "deadline passed") {
-		t.Errorf("a job past its deadline reads reason %q, %d attempts", j.Reason(), j.Started)
+	if j := wantState(t, s, late, state.Failed); j.Started() != 0 || !strings.Contains(j.Reason(), "deadline passed") {
+		t.Errorf("a job past its deadline reads reason %q, %d attempts", j.Reason(), j.Started())
 	}
 	// A retry whose wait reaches past the deadline fails at once.
 	retried := enqueueOne(t, s, T0, T0+200, func() state.Spec { sp := sp; sp.Policy.DeadlineMS = 30; return sp }())
@@ -623,8 +623,8 @@ func testBreaker(t *testing.T, open Opener) {
 		t.Fatalf("claim behind an open breaker: %v, want only the other target's job %d", ids(got), other)
 	}
 	j := wantState(t, s, waiting, state.Pending)
-	if j.Started != 0 || j.Due < br.Until {
-		t.Errorf("a job its breaker refused reads due T0+%d, %d attempts: want deferred to the breaker's T0+%d, no attempt counted", j.Due-T0, j.Started, br.Until-T0)
+	if j.Started() != 0 || j.Due < br.Until {
+		t.Errorf("a job its breaker refused reads due T0+%d, %d attempts: want deferred to the breaker's T0+%d, no attempt counted", j.Due-T0, j.Started(), br.Until-T0)
 	}
 	// Past the cooldown the breaker admits one probe; the retries of the
 	// two failed jobs wait behind it.
@@ -690,7 +690,7 @@ func testRetry(t *testing.T, open Opener) {
 		t.Fatalf("Retry: %v", err)
 	}
 	j := wantState(t, s, id, state.Pending)
-	if j.Due != T0+50 || j.FirstDue != T0+50 || j.Fails() != 0 || j.FinishedAt() != 0 || j.Reason() != "" {
+	if j.Due != T0+50 || j.FirstDue() != T0+50 || j.Fails() != 0 || j.FinishedAt() != 0 || j.Reason() != "" {
 		t.Errorf("a retried job reads %+v: want due now with a fresh budget", j)
 	}
 	if err := s.Retry(ctx, T0+51, id); !errors.Is(err, store.ErrNotFailed) {
