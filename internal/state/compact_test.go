@@ -160,6 +160,9 @@ func TestJobCompact(t *testing.T) {
 		{Kind: OpDefer, ID: 6, At: 11, Due: 30},
 		{Kind: OpCancel, ID: 6, At: 12, Error: "by hand"},
 		{Kind: OpRetry, ID: 6, At: 13, Due: 40},
+		{Kind: OpEnqueue, ID: 7, At: 1, Due: 10, Spec: &Spec{Kind: "k", Target: "t", Policy: pol}},
+		{Kind: OpDefer, ID: 7, At: 11, Due: 30},
+		{Kind: OpDefer, ID: 7, At: 12, Due: 10},
 	}
 	live := New(Config{Circuit: retry.DefaultCircuit()})
 	for i := range ops {
@@ -178,6 +181,7 @@ func TestJobCompact(t *testing.T) {
 		{4, false, 20, 20, 0},
 		{5, true, 30, 10, 0},  // deferred: the deadline still counts from 10
 		{6, false, 40, 40, 0}, // deferred, then retried by hand: nothing left to hold
+		{7, false, 10, 10, 0}, // deferred, then back to its first due time
 	} {
 		j, ok := live.Job(c.id)
 		if !ok || (j.Run != nil) != c.run || j.Due != c.due || j.FirstDue() != c.firstDue || j.Started() != c.started {

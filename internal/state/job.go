@@ -168,8 +168,8 @@ func (j *Job) setHeap(k heapKind) {
 	j.flags = j.flags&(1<<heapShift-1) | jobFlags(k)<<heapShift
 }
 
-// Run is the part of a job that only a job that has started or finished
-// needs (see Job).
+// Run is the part of a job that only a job that has started, been
+// deferred or finished needs (see Job).
 type Run struct {
 	// FirstDue is the due time the policy deadline counts from: the
 	// enqueue's due time, or that of the last retry by hand (a job without
@@ -219,13 +219,15 @@ func (j *Job) FirstDue() int64 {
 // Started returns the number of attempts ever started.
 func (j *Job) Started() uint32 { return j.view().Started }
 
-// setDue makes d the job's due time, keeping its FirstDue (a job gets a
-// Run to hold it when they part).
+// setDue makes d the job's due time, keeping its FirstDue: a job gets a
+// Run to hold it when they part, and drops it when they meet again with
+// nothing else in it (a deferral back to the first due time).
 func (j *Job) setDue(d int64) {
 	if j.Run == nil && d != j.Due {
 		j.run()
 	}
 	j.Due = d
+	j.tidy()
 }
 
 // Fails returns the number of failed attempts since the enqueue or the
