@@ -41,7 +41,7 @@ type breakerRow struct {
 // without a round trip of its own to lock it.
 //
 // nonZero, if not nil, holds every breaker that was not the zero one when
-// tx read them all (queueNonZeroBreakers): the targets not in it are read
+// tx read them all (queueStartReads): the targets not in it are read
 // as zero breakers without a query.
 func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, mayFail map[string]bool, into map[string]*breakerRow, nonZero map[string]retry.Breaker) error {
 	var need []string
@@ -58,7 +58,7 @@ func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, 
 	read := nonZero
 	if read == nil {
 		var err error
-		read, err = scanBreakers(ctx, tx, "SELECT target, state, fails, until, busy FROM runlog_breakers WHERE target = ANY($1)", need)
+		read, err = scanBreakers(ctx, tx, "SELECT "+breakerCols+" FROM runlog_breakers WHERE target = ANY($1)", need)
 		if err != nil {
 			return err
 		}
@@ -101,7 +101,7 @@ func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, 
 
 // lockBreakersSQL locks and reads the breakers of targets $1, in the
 // order every transaction locks them.
-const lockBreakersSQL = `SELECT target, state, fails, until, busy FROM runlog_breakers
+const lockBreakersSQL = "SELECT " + breakerCols + ` FROM runlog_breakers
 	WHERE target = ANY($1) ORDER BY target COLLATE "C" FOR UPDATE`
 
 // queueLockBreakers queues, in b, the lock of the breakers of targets
@@ -129,24 +129,20 @@ func scanBreakers(ctx context.Context, tx querier, sql string, targets []string)
 	return readBreakers(rows)
 }
 
-// nonZeroBreakersSQL reads every breaker that is not the zero one.
-const nonZeroBreakersSQL = `SELECT target, state, fails, until, busy FROM runlog_breakers
-	WHERE NOT (state = ` + closedCode + ` AND cardinality(fails) = 0 AND until = 0 AND busy = 0)`
+// breakerCols are the columns of a breaker, in the order readBreakers
+// scans them.
+const breakerCols = "target, state, fails, until, busy"
 
-// queueNonZeroBreakers queues, in b, the read of every breaker that is not
-// the zero one (as a rule none, or few: only targets in trouble have one)
-// into *into.
-func queueNonZeroBreakers(b *pgx.Batch, into *map[string]retry.Breaker) {
-	b.Queue(nonZeroBreakersSQL).Query(func(rows pgx.Rows) error {
-		m, err := readBreakers(rows)
-		*into = m
-		return err
-	})
-}
+// nonZeroBreakerWhere selects the breakers that are not the zero one (as
+// a rule none, or few: only targets in trouble have one).
+const nonZeroBreakerWhere = "NOT (state = " + closedCode + " AND cardinality(fails) = 0 AND until = 0 AND busy = 0)"
+
+// nonZeroBreakersSQL reads every breaker that is not the zero one.
+const nonZeroBreakersSQL = "SELECT " + breakerCols + " FROM runlog_breakers WHERE " + nonZeroBreakerWhere
 
 // readBreakers reads breaker rows (target, state, fails, until, busy) and
 // closes rows.
-func readBreakers(rows pgx.Rows) (map[string]retry.Breaker, error) {
+func readBreakers(rows rowScanner) (map[string]retry.Breaker, error) {
 	defer rows.Close()
 	out := make(map[string]retry.Breaker)
 	for rows.Next() {

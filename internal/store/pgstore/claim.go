@@ -44,9 +44,7 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 			due     []*jobRow
 			queues  claimQueues
 		)
-		queueQueues(b, &queues)
-		queueNonZeroBreakers(b, &nonZero)
-		queueNonZeroFlows(b, &flows)
+		queueStartReads(b, startReads{queues: &queues, breakers: &nonZero, flows: &flows})
 		queueDue(b, now, lim.Max, s.plainQueues(), &due)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
@@ -145,7 +143,7 @@ type claimTx struct {
 	// nonZero is as for loadBreakers.
 	nonZero map[string]retry.Breaker
 	// flows holds every flow that was not the zero one when tx read them
-	// (queueNonZeroFlows): the rows the claim locks, with those of the
+	// (queueStartReads): the rows the claim locks, with those of the
 	// targets that have a configured limit.
 	flows  map[string]state.Flow
 	plan   state.Planner

@@ -70,29 +70,32 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// The queues first: the shared queueLock is taken before any row
 		// lock, so that a queue change waiting for it cannot deadlock
 		// with this transaction's rows.
-		var queues claimQueues
+		var (
+			queues claimQueues
+			lives  map[string]state.TargetLife
+		)
+		reads := startReads{lives: &lives, breakers: &nonZero, flows: &flows}
 		if lim.Max > 0 {
-			queueQueues(b, &queues)
+			reads.queues = &queues
 		}
+		queueStartReads(b, reads)
 		var err error
 		fast, err = s.queueSettleFast(b, now, rs, outs, fls)
 		if err != nil {
 			return nil, err
 		}
-		queueLives(b, &fast.lives)
 		// The breakers this batch will change, locked in the same round
 		// trip: the targets of its failures, and those that were in
 		// trouble (not the zero breaker) at the last read. A guess that
 		// misses one costs loadBreakers a round trip, no more.
 		queueLockBreakers(b, s.breakersToLock(fast, fls), brs)
-		queueNonZeroBreakers(b, &nonZero)
-		queueNonZeroFlows(b, &flows)
 		if lim.Max > 0 {
 			queueDue(b, now, lim.Max, s.plainQueues(), &due)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
+		fast.lives = lives
 		fenced, requeued, slowRecorded, err = s.settleTx(ctx, tx, now, rs, outs, fls, fast, brs, nonZero, flows, verdicts)
 		seenNonZero, disabled, fastLives = nonZero, fast.disabled, fast.lives
 		if err != nil {

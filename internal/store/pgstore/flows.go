@@ -22,26 +22,19 @@ import (
 // flowCols are the columns of a flow, in the order readFlows scans them.
 const flowCols = "target, limit_set, rate_milli, burst, tat, reserved, hold, ramp_window, ramp_busy"
 
+// nonZeroFlowWhere selects the flows that are not the zero one (none
+// unless a target has a limit, a hold or a ramp).
+const nonZeroFlowWhere = "limit_set OR rate_milli <> 0 OR tat <> 0 OR reserved <> 0 OR hold <> 0 OR ramp_window <> 0 OR ramp_busy <> 0"
+
 // nonZeroFlowsSQL reads every flow that is not the zero one.
-const nonZeroFlowsSQL = "SELECT " + flowCols + ` FROM runlog_flows
-	WHERE limit_set OR rate_milli <> 0 OR tat <> 0 OR reserved <> 0 OR hold <> 0 OR ramp_window <> 0 OR ramp_busy <> 0`
+const nonZeroFlowsSQL = "SELECT " + flowCols + " FROM runlog_flows WHERE " + nonZeroFlowWhere
 
 // lockFlowsSQL locks and reads the flows of targets $1 in target order.
 const lockFlowsSQL = "SELECT " + flowCols + ` FROM runlog_flows
 	WHERE target = ANY($1) ORDER BY target COLLATE "C" FOR UPDATE`
 
-// queueNonZeroFlows queues, in b, the read of every flow that is not the
-// zero one (none unless a target has a limit, a hold or a ramp) into *into.
-func queueNonZeroFlows(b *pgx.Batch, into *map[string]state.Flow) {
-	b.Queue(nonZeroFlowsSQL).Query(func(rows pgx.Rows) error {
-		m, err := readFlows(rows)
-		*into = m
-		return err
-	})
-}
-
 // readFlows reads flow rows and closes rows.
-func readFlows(rows pgx.Rows) (map[string]state.Flow, error) {
+func readFlows(rows rowScanner) (map[string]state.Flow, error) {
 	defer rows.Close()
 	out := make(map[string]state.Flow)
 	for rows.Next() {

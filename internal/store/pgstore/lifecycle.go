@@ -33,17 +33,8 @@ const lifeCols = `target, failing, failing_since, disabled, disabled_at, reason`
 // lifecycle: outcome batches and enables of one target serialize on it.
 const lifeLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('runlog_target_life:' || $1::text, 0))`
 
-// queueLives queues in b the read of every lifecycle row into *into.
-func queueLives(b *pgx.Batch, into *map[string]state.TargetLife) {
-	b.Queue("SELECT " + lifeCols + " FROM runlog_target_life").Query(func(rows pgx.Rows) error {
-		var err error
-		*into, err = scanLives(rows)
-		return err
-	})
-}
-
 // scanLives reads lifecycle rows and closes rows.
-func scanLives(rows pgx.Rows) (map[string]state.TargetLife, error) {
+func scanLives(rows rowScanner) (map[string]state.TargetLife, error) {
 	defer rows.Close()
 	out := make(map[string]state.TargetLife)
 	for rows.Next() {
@@ -188,7 +179,7 @@ func (s *Store) EnableTarget(ctx context.Context, now int64, target string) (sto
 		if _, err := tx.Exec(ctx, "DELETE FROM runlog_target_life WHERE target = $1", target); err != nil {
 			return err
 		}
-		brs, err := scanBreakers(ctx, tx, "SELECT target, state, fails, until, busy FROM runlog_breakers WHERE target = ANY($1)", []string{target})
+		brs, err := scanBreakers(ctx, tx, "SELECT "+breakerCols+" FROM runlog_breakers WHERE target = ANY($1)", []string{target})
 		if err != nil {
 			return err
 		}

@@ -58,40 +58,35 @@ func (q claimQueues) applied(name string, op *state.Op) bool {
 	return paced
 }
 
-// queueQueues queues, in b, what a claim reads of the queues first: the
-// shared queueLock, then the settings of the paused and bounded queues
-// into *into (read after the lock: no change of them commits while the
-// claim holds it), then the rows of the bounded queues, locked: the claims
-// of every node that may start a bounded queue's job take turns, each
-// selecting its due rows only once the one before has committed. Were the
-// due rows selected first, a claim would skip (SKIP LOCKED) the rows of
-// higher priority that another claim holds only to leave them pending
-// (their queue at its concurrency), and start one of lower priority
-// instead. Three cheap statements in the claim's first round trip; the
-// bounded queues' running attempts are counted only when there are
-// bounded queues (countBounded).
-func queueQueues(b *pgx.Batch, into *claimQueues) {
-	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", queueLock)
-	b.Queue("SELECT name, concurrency, paused, rate_milli, burst FROM runlog_queues WHERE paused OR concurrency > 0 OR rate_milli > 0").Query(func(rows pgx.Rows) error {
-		defer rows.Close()
-		qs := claimQueues{}
-		for rows.Next() {
-			var qi state.QueueInfo
-			var conc, burst int32
-			if err := rows.Scan(&qi.Name, &conc, &qi.Paused, &qi.Limit.RateMilli, &burst); err != nil {
-				return err
-			}
-			qi.Concurrency, qi.Limit.Burst = int(conc), int(burst)
-			qs[qi.Name] = qi
+// queueLockSharedSQL takes the shared queueLock (queueStartReads).
+const queueLockSharedSQL = "SELECT pg_advisory_xact_lock_shared($1)"
+
+// queueSettingCols are the columns of a queue's setting that a claim
+// reads, in the order readQueueSettings scans them; queueHasSettingSQL
+// selects the queues whose setting a claim must know.
+const (
+	queueSettingCols   = "name, concurrency, paused, rate_milli, burst"
+	queueHasSettingSQL = "paused OR concurrency > 0 OR rate_milli > 0"
+)
+
+// readQueueSettings reads queue rows (queueSettingCols) and closes rows.
+func readQueueSettings(rows rowScanner) (claimQueues, error) {
+	defer rows.Close()
+	qs := claimQueues{}
+	for rows.Next() {
+		var qi state.QueueInfo
+		var conc, burst int32
+		if err := rows.Scan(&qi.Name, &conc, &qi.Paused, &qi.Limit.RateMilli, &burst); err != nil {
+			return nil, err
 		}
-		*into = qs
-		return rows.Err()
-	})
-	queueLockPaced(b, into)
+		qi.Concurrency, qi.Limit.Burst = int(conc), int(burst)
+		qs[qi.Name] = qi
+	}
+	return qs, rows.Err()
 }
 
 // countBounded counts the running attempts of the bounded queues (whose
-// rows the claim has locked, queueQueues), across the nodes, into q: one
+// rows the claim has locked, queueStartReads), across the nodes, into q: one
 // round trip, only when a queue has a concurrency.
 func countBounded(ctx context.Context, tx querier, q claimQueues) error {
 	var names []string
