@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,7 +191,10 @@ func firstDiff(a, b []uint64) int {
 // random cursors, and Job of random finished jobs, reporting p50 and p99.
 // With RUNLOG_BENCH_HELD_DIR it fills that directory once and later runs
 // reopen it (the jobs made are kept in held.bin beside the store), so
-// that two builds can be timed alternately on the same jobs.
+// that two builds can be timed alternately on the same jobs. With
+// RUNLOG_BENCH_HEAPPROF=path it writes a heap profile of what is live
+// when the timing starts (the store's memory tier beside the
+// benchmark's own lists), to see what a GC cycle in the timing marks.
 func BenchmarkListHeld(b *testing.B) {
 	dir := os.Getenv("RUNLOG_BENCH_HELD_DIR")
 	if dir == "" {
@@ -226,6 +230,17 @@ func BenchmarkListHeld(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
+	if path := os.Getenv("RUNLOG_BENCH_HEAPPROF"); path != "" {
+		runtime.GC()
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
 	b.ResetTimer()
 	for range b.N {
 		key, id := held[len(held)/3].N/10*10, finished[len(finished)/2]

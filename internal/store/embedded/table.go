@@ -199,10 +199,28 @@ func (w pointKeysWriter) AddKey(key []byte) {
 	w.FilterWriter.AddKey(key)
 }
 
+// The tags of a partition's keys, the byte after its prefix (the layout
+// above); the filter indexes' tags are in filterIndexes.
+const (
+	tagRecord   = 'r' // a finished job's record
+	tagState    = 's' // the index by end state
+	tagSchedule = 'c' // the index by schedule
+	tagKey      = 'y' // an idempotency key
+)
+
 // isRangeTag reports whether tag, the byte after a partition's prefix,
-// starts the entries of a filter index (state, kind, target, schedule).
+// starts the entries of an index read only by ranges: the state index,
+// the schedule index and each of filterIndexes.
 func isRangeTag(tag byte) bool {
-	return tag == 's' || tag == 'k' || tag == 't' || tag == 'c'
+	if tag == tagState || tag == tagSchedule {
+		return true
+	}
+	for _, ix := range filterIndexes {
+		if ix.key == tag {
+			return true
+		}
+	}
+	return false
 }
 
 // pebbleLogger passes pebble's errors to the store's log and drops its
@@ -337,8 +355,8 @@ func (t *table) reindex() error {
 	}
 	b.Close()
 	for _, end := range ends {
-		lo := append(partPrefix(nil, end), 'r')
-		it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: append(partPrefix(nil, end), 'r'+1)})
+		lo := append(partPrefix(nil, end), tagRecord)
+		it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: append(partPrefix(nil, end), tagRecord+1)})
 		if err != nil {
 			return fail(err)
 		}
@@ -448,14 +466,14 @@ func partPrefix(dst []byte, end int64) []byte {
 }
 
 func recordKey(end int64, id uint64) []byte {
-	k := append(partPrefix(make([]byte, 0, 18), end), 'r')
+	k := append(partPrefix(make([]byte, 0, 18), end), tagRecord)
 	return binary.BigEndian.AppendUint64(k, id)
 }
 
 // statePrefix is the prefix of the entries of the state index for st in
 // partition end; an entry appends the id.
 func statePrefix(end int64, st state.JobState) []byte {
-	k := append(partPrefix(make([]byte, 0, 19), end), 's')
+	k := append(partPrefix(make([]byte, 0, 19), end), tagState)
 	return append(k, byte(st))
 }
 
@@ -485,7 +503,7 @@ var filterIndexes = []filterIndex{
 }
 
 func keyKey(end int64, key string) []byte {
-	k := append(partPrefix(make([]byte, 0, 10+len(key)), end), 'y')
+	k := append(partPrefix(make([]byte, 0, 10+len(key)), end), tagKey)
 	return append(k, key...)
 }
 
@@ -598,7 +616,7 @@ func indexKeys(j *state.Job) [][]byte {
 // by a List of that schedule's jobs, which checks the other filters on the
 // records.
 func scheduleKey(j *state.Job) []byte {
-	return binary.BigEndian.AppendUint64(valuePrefix(j.Part(), 'c', j.Spec.Schedule), j.ID)
+	return binary.BigEndian.AppendUint64(valuePrefix(j.Part(), tagSchedule, j.Spec.Schedule), j.ID)
 }
 
 // entryValue is the value of every filter index entry of a job with spec
@@ -802,7 +820,7 @@ func (q *tableQuery) matches(j *state.Job) bool {
 // ranges returns the key ranges, per partition, whose entries are the ids
 // of the jobs that may pass q, each range in id order: those of the first
 // filter index q names, for q's state or for each finished state (kind
-// 'f'); else those of the state index ('s'); else the records ('r'). It
+// 'f'); else those of the state index (tagState); else the records (tagRecord). It
 // reports false if no job can pass.
 func (q *tableQuery) ranges(end int64) (prefixes [][]byte, kind byte, ok bool) {
 	states := []state.JobState{state.Succeeded, state.Failed, state.Cancelled}
@@ -817,7 +835,7 @@ func (q *tableQuery) ranges(end int64) (prefixes [][]byte, kind byte, ok bool) {
 	if q.schedule != "" {
 		// The sparse schedule index first: a schedule's jobs are few
 		// beside all jobs of a state, kind or target.
-		return [][]byte{valuePrefix(end, 'c', q.schedule)}, 'c', true
+		return [][]byte{valuePrefix(end, tagSchedule, q.schedule)}, tagSchedule, true
 	}
 	for _, ix := range filterIndexes {
 		if v := ix.query(q); v != "" {
@@ -828,9 +846,9 @@ func (q *tableQuery) ranges(end int64) (prefixes [][]byte, kind byte, ok bool) {
 		}
 	}
 	if q.state != "" {
-		return [][]byte{statePrefix(end, states[0])}, 's', true
+		return [][]byte{statePrefix(end, states[0])}, tagState, true
 	}
-	return [][]byte{append(partPrefix(nil, end), 'r')}, 'r', true
+	return [][]byte{append(partPrefix(nil, end), tagRecord)}, tagRecord, true
 }
 
 // partCursor walks one range of entries (of an index or the records) of
@@ -886,7 +904,7 @@ func (t *table) list(q tableQuery, parts []int64) ([]state.Job, error) {
 			if err != nil {
 				return nil, tableError(t.path, err)
 			}
-			c := &partCursor{end: end, it: it, plen: len(prefix), record: kind == 'r', filter: kind == 'f'}
+			c := &partCursor{end: end, it: it, plen: len(prefix), record: kind == tagRecord, filter: kind == 'f'}
 			curs = append(curs, c)
 			switch {
 			case q.desc && q.after == 0:

@@ -182,7 +182,7 @@ func verifyTable(tfs pebblevfs.FS, fsys vfs.FS, dir string, st *state.State, bas
 	records := 0
 	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()
-		if len(k) != 18 || k[0] != 'p' || k[9] != 'r' {
+		if len(k) != 18 || k[0] != 'p' || k[9] != tagRecord {
 			continue
 		}
 		j, err := state.DecodeJob(it.Value())
