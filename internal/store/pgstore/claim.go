@@ -44,13 +44,28 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 			due     []*jobRow
 			queues  claimQueues
 		)
-		queueStartReads(b, startReads{queues: &queues, breakers: &nonZero, flows: &flows})
-		queueDue(b, now, lim.Max, s.plainQueues(), &due)
+		// While the node's last claim found no queue with a setting
+		// (plain), the rows of the bounded and rate-limited queues are
+		// not locked in this round trip: one statement less a claim,
+		// and a claim that finds such a queue locks them late.
+		plain := s.plainQueues()
+		queueStartReads(b, startReads{queues: &queues, lockPaced: !plain, breakers: &nonZero, flows: &flows})
+		queueDue(b, now, lim.Max, plain, &due)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
+		pre := &due
+		if plain {
+			late, err := lockPacedLate(ctx, tx, &queues)
+			if err != nil {
+				return nil, err
+			}
+			if late {
+				pre = nil
+			}
+		}
 		res, seenNonZero = claimResult{}, nonZero
-		return s.newClaim(tx, now, lim, nil, nonZero, queues, flows, &res).run(ctx, &due)
+		return s.newClaim(tx, now, lim, nil, nonZero, queues, flows, &res).run(ctx, pre)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)

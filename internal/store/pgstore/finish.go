@@ -74,7 +74,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			queues claimQueues
 			lives  map[string]state.TargetLife
 		)
-		reads := startReads{lives: &lives, breakers: &nonZero, flows: &flows}
+		reads := startReads{lockPaced: true, lives: &lives, breakers: &nonZero, flows: &flows}
 		if lim.Max > 0 {
 			reads.queues = &queues
 		}

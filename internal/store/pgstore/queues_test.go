@@ -113,3 +113,57 @@ func TestPauseAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestPacedLockedLate: a node whose last claim found no queue with a
+// setting does not lock the paced queues' rows in its claim's first round
+// trip (startReads.lockPaced); a claim of it that finds a rate-limited
+// queue locks them late and reads the pace another node left there, so the
+// bucket is shared: node B spends the burst of 2, and node A's claim at the
+// same instant starts none of the queue's jobs enqueued since (it defers
+// them to the bucket's next slots), where a zero pace would start 2.
+func TestPacedLockedLate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nodes := openNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	enqueue := func(s *Store, queue string, n int) {
+		t.Helper()
+		jobs := make([]store.NewJob, n)
+		for i := range jobs {
+			jobs[i] = store.NewJob{Due: 1000, Spec: state.Spec{Kind: "k", Target: "t", Queue: queue, Policy: retry.DefaultPolicy()}}
+		}
+		if _, err := s.Enqueue(ctx, 1000, jobs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(s *Store, now int64) int {
+		t.Helper()
+		cs, err := s.Claim(ctx, now, store.Limits{Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)
+	}
+	// A claims with no queue setting anywhere: its next claim is plain.
+	enqueue(a, "", 1)
+	if got := claim(a, 1000); got != 1 {
+		t.Fatalf("node A started %d jobs of the default queue, want 1", got)
+	}
+	if _, err := b.SetQueue(ctx, 1000, "limited", nil, nil, &retry.Limit{RateMilli: 1000, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(b, "limited", 2)
+	if got := claim(b, 1000); got != 2 {
+		t.Fatalf("node B started %d jobs of a queue with a burst of 2, want 2", got)
+	}
+	enqueue(b, "limited", 3)
+	if !a.plainQueues() {
+		t.Fatal("node A's last claim found no queue with a setting, yet its next claim is not plain: the test would not lock late")
+	}
+	if got := claim(a, 1000); got != 0 {
+		t.Fatalf("node A started %d jobs of the limited queue right after node B spent its burst: its claim did not read the pace under the lock", got)
+	}
+	if got := claim(a, 2000); got != 1 {
+		t.Fatalf("node A started %d jobs of the limited queue a second later at 1/s, want 1", got)
+	}
+}

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,10 +17,15 @@ import (
 // have one, the targets' lifecycles, and the breakers and flows that are
 // not the zero ones. A nil field is not read.
 type startReads struct {
-	queues   *claimQueues // read after the shared queueLock, with the paces of the limited queues locked
-	lives    *map[string]state.TargetLife
-	breakers *map[string]retry.Breaker
-	flows    *map[string]state.Flow
+	queues *claimQueues // read after the shared queueLock
+	// lockPaced: with queues, the rows of the bounded and limited queues
+	// are locked, and the limited ones' paces read, in the same round
+	// trip (queueLockPaced); without it, the caller does so if it finds
+	// such a queue (lockPacedLate).
+	lockPaced bool
+	lives     *map[string]state.TargetLife
+	breakers  *map[string]retry.Breaker
+	flows     *map[string]state.Flow
 }
 
 // queueStartReads queues, in b, the reads r asks for in one statement
@@ -30,7 +36,8 @@ type startReads struct {
 // without them). With queues, the shared queueLock comes first (a queue
 // change commits under the exclusive lock: the settings read after it are
 // current while the transaction holds it), and the rows of the bounded and
-// limited queues are locked after (queueLockPaced): the claims of every
+// limited queues are locked after (queueLockPaced, or lockPacedLate in a
+// round trip of the caller's own): the claims of every
 // node that may start a bounded queue's job take turns, each selecting its
 // due rows only once the one before has committed. Were the due rows
 // selected first, a claim would skip (SKIP LOCKED) the rows of higher
@@ -77,9 +84,31 @@ func queueStartReads(b *pgx.Batch, r startReads) {
 		}
 		return rows.Err()
 	})
-	if r.queues != nil {
+	if r.queues != nil && r.lockPaced {
 		queueLockPaced(b, r.queues)
 	}
+}
+
+// lockPacedLate locks the rows of the bounded and limited queues among
+// queues, and reads the limited ones' paces, in a round trip of its own:
+// for a claim whose first round trip did not (startReads.lockPaced false,
+// because the node's last claim found no queue with a setting) and found
+// such a queue. It reports whether there was one: the due rows the claim
+// selected before the lock must then be selected again, after it. Only a
+// claim that holds no lock but its due rows' may lock them late: an
+// outcome batch holds breaker rows that a claim holding the queues' rows
+// may wait for.
+func lockPacedLate(ctx context.Context, tx querier, queues *claimQueues) (bool, error) {
+	paced := false
+	for _, qi := range *queues {
+		paced = paced || qi.Concurrency > 0 || qi.Limit.RateMilli > 0
+	}
+	if !paced {
+		return false, nil
+	}
+	var b pgx.Batch
+	queueLockPaced(&b, queues)
+	return true, sendBatch(ctx, tx, &b)
 }
 
 // startReadSQL[queues][lives] is the statement of queueStartReads: one row
