@@ -167,7 +167,7 @@ func verifyTable(tfs pebblevfs.FS, fsys vfs.FS, dir string, st *state.State, bas
 	db, err := pebble.Open(path, o)
 	cache.Unref()
 	if err != nil {
-		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "lock") {
+		if tableLocked(err) {
 			return 0, true, nil
 		}
 		return 0, false, fmt.Errorf("%w: %v", journal.ErrCorrupt, tableError(path, err))
@@ -222,4 +222,13 @@ func verifyTable(tfs pebblevfs.FS, fsys vfs.FS, dir string, st *state.State, bas
 		}
 	}
 	return records, false, nil
+}
+
+// tableLocked reports whether err, from opening the job table, says that
+// a process holds its lock: another one (fcntl's EAGAIN) or this one (pebble's "lock held by current process"). Not any error whose
+// text holds "lock": a corrupt block's error does ("block"), and a
+// verify must report it, not take the table for in use.
+func tableLocked(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
+		strings.Contains(err.Error(), "lock held by current process")
 }

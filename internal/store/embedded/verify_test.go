@@ -2,8 +2,11 @@ package embedded
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,5 +120,40 @@ func TestVerifyBesideAWriter(t *testing.T) {
 	}
 	if err != nil || rep.Jobs != 5 {
 		t.Fatalf("Verify beside a rotation: %+v, %v; want 5 jobs and no error", rep, err)
+	}
+}
+
+// TestVerifyTableInUse: Verify of the directory of a store that is open
+// (this process holds the table's lock) reports the table in use, unread,
+// and no damage; an error of the table's open that only mentions a block
+// or a permission is not taken for the lock (tableLocked), so that a
+// damaged or unreadable table is reported, not skipped.
+func TestVerifyTableInUse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	now := int64(1_700_000_000_000)
+	s := openStore(t, dir, now)
+	defer s.Close()
+	fillStore(t, s, 300)
+	if _, err := s.snaps.snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(vfs.OS{}, dir, Options{State: state.Config{Circuit: testCircuit}})
+	if err != nil || !rep.TableInUse || rep.TableJobs != 0 {
+		t.Fatalf("Verify beside the open store: %+v, %v; want the table in use, unread, and no error", rep, err)
+	}
+	for _, c := range []struct {
+		err    error
+		locked bool
+	}{
+		{fmt.Errorf("open LOCK: %w", syscall.EAGAIN), true},
+		{errors.New("lock held by current process"), true},
+		{errors.New("pebble/table: invalid table 000005: block checksum mismatch"), false},
+		{fmt.Errorf("open LOCK: %w", syscall.EACCES), false},
+		{fmt.Errorf("open MANIFEST: %w", os.ErrNotExist), false},
+	} {
+		if got := tableLocked(c.err); got != c.locked {
+			t.Errorf("tableLocked(%q) = %v, want %v", c.err, got, c.locked)
+		}
 	}
 }
