@@ -23,8 +23,9 @@ import (
 // outcome that caused it. The claim skips the jobs of disabled targets in
 // its query (dueWhere), so they are held, not deferred again and again.
 
-// disabledTargets is the SQL array of the disabled targets.
-const disabledTargets = `ARRAY(SELECT target FROM runlog_target_life WHERE disabled)`
+// disabledTargetSet is the SQL query of the disabled targets, for a
+// NOT IN (see dueWhere).
+const disabledTargetSet = `SELECT target FROM runlog_target_life WHERE disabled`
 
 // lifeCols are the columns of a runlog_target_life row (scanLives).
 const lifeCols = `target, failing, failing_since, disabled, disabled_at, reason`

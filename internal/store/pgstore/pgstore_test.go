@@ -822,6 +822,54 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 	}
 }
 
+// TestClaimPlanOneTarget: with statistics that say every pending job has
+// the same target and queue (one webhook endpoint, the default queue), the
+// generic plans of the claim's statements, sorts allowed, still walk a due
+// index and stop at their limit: the planner once took "target <> ALL(an
+// array it cannot see)" for nearly no row and planned a scan of every due
+// row and a sort (see dueWhere).
+func TestClaimPlanOneTarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t, Options{})
+	if _, err := s.pool.Exec(ctx, `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
+		SELECT g, 0, 'k', 'http://one.example', '\x7b7d', 3, 10, 100, 0, 0, g, g, g FROM generate_series(1, 40000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, "ANALYZE runlog_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, prepare, execute, index string }{
+		{"dueSQL", "(bigint, text[], int, text[]) AS " + dueSQL, "(100000, '{}', 129, '{}')", "runlog_jobs_queue_due"},
+		{"plainDueSQL", "(bigint, text[], int, text[]) AS " + plainDueSQL, "(100000, '{}', 129, '{}')", "runlog_jobs_due"},
+		{"nextDueSQL", "(bigint) AS " + nextDueSQL, "(5)", "runlog_jobs_queue_due"},
+	} {
+		name := strings.ToLower(c.name)
+		if _, err := conn.Exec(ctx, "PREPARE "+name+c.prepare); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+name+c.execute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := strings.Join(lines, "\n"); strings.Contains(p, "Sort") || strings.Contains(p, "Seq Scan on runlog_jobs") || !strings.Contains(p, c.index+" on") {
+			t.Fatalf("%s, generic plan with one target: it sorts or scans the due jobs instead of walking %s:\n%s", c.name, c.index, p)
+		}
+	}
+}
+
 // TestClaimSkipsHeldQueues: 20 000 due jobs in a paused queue and 20 000 in
 // a queue the claim holds back ($4, as a queue at its concurrency is) cost
 // the claim's statement one index probe each, not a walk past their jobs:

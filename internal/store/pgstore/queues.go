@@ -20,8 +20,12 @@ import (
 // SetQueue has returned ("runlq" in ASCII).
 const queueLock int64 = 0x72756e6c71
 
-// pausedQueues is the SQL array of the paused queues' names.
-const pausedQueues = `ARRAY(SELECT name FROM runlog_queues WHERE paused)`
+// pausedQueueSet is the SQL query of the paused queues' names, for a
+// NOT IN (see dueWhere); pausedQueues is it as an array.
+const (
+	pausedQueueSet = `SELECT name FROM runlog_queues WHERE paused`
+	pausedQueues   = `ARRAY(` + pausedQueueSet + `)`
+)
 
 // claimQueues is what a claim knows of the queues that are paused or
 // bounded (the others have the zero setting), with the attempts of each

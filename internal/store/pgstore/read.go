@@ -191,7 +191,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	// The held jobs of disabled targets are left out, as the embedded
 	// store's OldestDue leaves them out: their age would be the queue's
 	// lag for as long as the target stays disabled.
-	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND NOT (target = ANY("+disabledTargets+"))").Scan(&due); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND target NOT IN ("+disabledTargetSet+")").Scan(&due); err != nil {
 		return st, fmt.Errorf("pgstore: stats: %w", err)
 	}
 	if due != nil {
