@@ -781,6 +781,16 @@ func TestMigrationMovesLatestAttempt(t *testing.T) {
 	}
 }
 
+// insertDue inserts pending jobs with ids from to last straight in SQL,
+// each due at its id, of target and queue.
+func insertDue(t *testing.T, s *Store, from, last int, target, queue string) {
+	t.Helper()
+	if _, err := s.pool.Exec(context.Background(), `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at, queue)
+		SELECT g, 0, 'k', $3, '\x7b7d', 3, 10, 100, 0, 0, g, g, g, $4 FROM generate_series($1::bigint, $2::bigint) g`, from, last, target, queue); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestClaimWalksTheDueIndex: on a table the planner knows nothing about
 // (never analyzed) and 20 k due jobs, the claim's statements, as a claim
 // round sends them, are planned as walks of a due index that stop at their
@@ -790,10 +800,7 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
-	if _, err := s.pool.Exec(ctx, `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
-		SELECT g, 0, 'k', '', '\x7b7d', 3, 10, 100, 0, 0, g, g, g FROM generate_series(1, 20000) g`); err != nil {
-		t.Fatal(err)
-	}
+	insertDue(t, s, 1, 20000, "", "")
 	plan := func(b *pgx.Batch, sql string) string {
 		tx, err := s.pool.Begin(ctx)
 		if err != nil {
@@ -832,10 +839,7 @@ func TestClaimPlanOneTarget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
-	if _, err := s.pool.Exec(ctx, `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
-		SELECT g, 0, 'k', 'http://one.example', '\x7b7d', 3, 10, 100, 0, 0, g, g, g FROM generate_series(1, 40000) g`); err != nil {
-		t.Fatal(err)
-	}
+	insertDue(t, s, 1, 40000, "http://one.example", "")
 	if _, err := s.pool.Exec(ctx, "ANALYZE runlog_jobs"); err != nil {
 		t.Fatal(err)
 	}
@@ -884,10 +888,7 @@ func TestClaimSkipsHeldQueues(t *testing.T) {
 		SELECT g, 0, 'k', '', '\x7b7d', 3, 10, 100, 0, 0, g, g, g, CASE WHEN g % 2 = 0 THEN 'paused' ELSE 'full' END FROM generate_series(1, 40000) g`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO runlog_jobs (id, state, kind, target, payload, attempts, base_ms, cap_ms, deadline_ms, timeout_ms, due, first_due, enqueued_at)
-		SELECT g, 0, 'k', '', '\x7b7d', 3, 10, 100, 0, 0, g, g, g FROM generate_series(40001, 40005) g`); err != nil {
-		t.Fatal(err)
-	}
+	insertDue(t, s, 40001, 40005, "", "")
 	if _, err := s.pool.Exec(ctx, "ANALYZE runlog_jobs"); err != nil {
 		t.Fatal(err)
 	}
