@@ -58,7 +58,7 @@ func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, 
 	read := nonZero
 	if read == nil {
 		var err error
-		read, err = scanBreakers(ctx, tx, "SELECT "+breakerCols+" FROM runlog_breakers WHERE target = ANY($1)", need)
+		read, err = scanBreakers(ctx, tx, breakersOfSQL, need)
 		if err != nil {
 			return err
 		}
@@ -98,6 +98,9 @@ func (s *Store) loadBreakers(ctx context.Context, tx querier, targets []string, 
 	}
 	return nil
 }
+
+// breakersOfSQL reads the breakers of targets $1, unlocked.
+const breakersOfSQL = "SELECT " + breakerCols + " FROM runlog_breakers WHERE target = ANY($1)"
 
 // lockBreakersSQL locks and reads the breakers of targets $1, in the
 // order every transaction locks them.

@@ -180,7 +180,7 @@ func (s *Store) EnableTarget(ctx context.Context, now int64, target string) (sto
 		if _, err := tx.Exec(ctx, "DELETE FROM runlog_target_life WHERE target = $1", target); err != nil {
 			return err
 		}
-		brs, err := scanBreakers(ctx, tx, "SELECT "+breakerCols+" FROM runlog_breakers WHERE target = ANY($1)", []string{target})
+		brs, err := scanBreakers(ctx, tx, breakersOfSQL, []string{target})
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,17 @@ import (
 // paces back in its transaction (queuePaceWrites): every node shares one
 // bucket per queue, as the embedded store's state holds one.
 
+// paced reports whether one of q is bounded or rate-limited: a queue whose
+// row queueLockPaced locks.
+func (q claimQueues) paced() bool {
+	for _, qi := range q {
+		if qi.Concurrency > 0 || qi.Limit.RateMilli > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // queueLockPaced queues, in b, the lock of the rows of the bounded and
 // limited queues, in name order, and reads the paces of the limited ones
 // into *into under that lock: a pace read before it could be one another

@@ -99,11 +99,7 @@ func queueStartReads(b *pgx.Batch, r startReads) {
 // outcome batch holds breaker rows that a claim holding the queues' rows
 // may wait for.
 func lockPacedLate(ctx context.Context, tx querier, queues *claimQueues) (bool, error) {
-	paced := false
-	for _, qi := range *queues {
-		paced = paced || qi.Concurrency > 0 || qi.Limit.RateMilli > 0
-	}
-	if !paced {
+	if !queues.paced() {
 		return false, nil
 	}
 	var b pgx.Batch
