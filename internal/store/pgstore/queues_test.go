@@ -167,3 +167,58 @@ func TestPacedLockedLate(t *testing.T) {
 		t.Fatalf("node A started %d jobs of the limited queue a second later at 1/s, want 1", got)
 	}
 }
+
+// TestPlainClaimSeesOtherQueues: a node whose last claim found only the
+// default queue pending (plainQueues) selects its next claim's first round
+// from the default queue's range alone (plainDueSQL); when another queue
+// has pending jobs by then, the claim (or the claim of an outcome batch)
+// selects again across the queues, so that the earliest due job starts
+// first whatever its queue, and the node's next claim is no longer plain.
+func TestPlainClaimSeesOtherQueues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t, Options{})
+	enqueue := func(queue string, due int64) uint64 {
+		t.Helper()
+		ids, err := s.Enqueue(ctx, 100, []store.NewJob{{Due: due, Spec: state.Spec{Kind: "k", Target: "t", Queue: queue, Policy: retry.DefaultPolicy()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids[0].ID
+	}
+	plainNow := func() {
+		t.Helper()
+		if _, err := s.Claim(ctx, 100, store.Limits{Max: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if !s.plainQueues() {
+			t.Fatal("a claim with only the default queue pending left the node not plain: the test would not take the plain path")
+		}
+	}
+	plainNow()
+	late := enqueue("", 900)
+	early := enqueue("mail", 500)
+	cs, err := s.Claim(ctx, 1000, store.Limits{Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].ID != early {
+		t.Fatalf("the claim started %+v, want job %d (queue mail, due 500) before job %d (default queue, due 900)", cs, early, late)
+	}
+	if s.plainQueues() {
+		t.Fatal("the claim found a pending job outside the default queue, yet the node's next claim is plain")
+	}
+
+	// The same through an outcome batch that claims.
+	running := cs[0]
+	plainNow() // at 100 nothing is due; the mail job runs
+	early2 := enqueue("mail", 600)
+	later := enqueue("", 700)
+	more, err := s.Finish(ctx, 1000, func() uint32 { return 7 }, []store.Outcome{{ID: running.ID, Attempt: running.Attempt, Class: retry.Success}}, store.Limits{Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(more) != 1 || more[0].ID != early2 {
+		t.Fatalf("the outcome batch claimed %+v, want job %d (queue mail, due 600) before job %d (default queue, due 700)", more, early2, later)
+	}
+}
