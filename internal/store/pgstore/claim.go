@@ -43,14 +43,13 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 			flows   map[string]state.Flow
 			due     []*jobRow
 			queues  claimQueues
-			others  bool
 		)
 		// While the node's last claim found no queue with a setting
 		// (plain), the rows of the bounded and rate-limited queues are
 		// not locked in this round trip: one statement less a claim,
 		// and a claim that finds such a queue locks them late.
 		plain := s.plainQueues()
-		queueStartReads(b, startReads{queues: &queues, others: &others, lockPaced: !plain, breakers: &nonZero, flows: &flows})
+		queueStartReads(b, startReads{queues: &queues, lockPaced: !plain, breakers: &nonZero, flows: &flows})
 		queueDue(b, now, lim.Max, plain, &due)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
@@ -61,15 +60,12 @@ func (s *Store) Claim(ctx context.Context, now int64, lim store.Limits) ([]store
 			if err != nil {
 				return nil, err
 			}
-			if late || others {
-				// The rows of paced queues locked after the due rows
-				// were selected, or pending jobs in a queue that
-				// plainDueSQL did not read: select them again.
+			if late {
 				pre = nil
 			}
 		}
 		res, seenNonZero = claimResult{}, nonZero
-		return s.newClaim(tx, now, lim, nil, nonZero, queues, others, flows, &res).run(ctx, pre)
+		return s.newClaim(tx, now, lim, nil, nonZero, queues, flows, &res).run(ctx, pre)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -168,9 +164,6 @@ type claimTx struct {
 	plan   state.Planner
 	held   []string // the targets held back (per-target limit, slow start): not selected again
 	queues claimQueues
-	// others: a queue other than the default one had pending jobs when
-	// the claim began (startReads.others); its rounds select by dueSQL.
-	others bool
 	// heldQueues are the queues found at their concurrency: their jobs
 	// are not selected again.
 	heldQueues []string
@@ -182,19 +175,18 @@ type claimTx struct {
 }
 
 // newClaim returns the claim at now within lim inside tx, which decides
-// into *res. brs holds the breakers tx has read already (nil for none);
-// queues and others are as startReads read them.
-func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, queues claimQueues, others bool, flows map[string]state.Flow, res *claimResult) *claimTx {
+// into *res. brs holds the breakers tx has read already (nil for none).
+func (s *Store) newClaim(tx querier, now int64, lim store.Limits, brs map[string]*breakerRow, nonZero map[string]retry.Breaker, queues claimQueues, flows map[string]state.Flow, res *claimResult) *claimTx {
 	if brs == nil {
 		brs = make(map[string]*breakerRow)
 	}
 	res.at = now
 	c := &claimTx{
 		s: s, tx: tx, now: now, max: lim.Max, brs: brs, nonZero: nonZero, flows: flows, held: []string{}, res: res,
-		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running), queues: queues, others: others, heldQueues: []string{},
+		plan: state.NewPlanner(s.opts.Circuit, now, lim.Max, lim.PerTarget, lim.Running), queues: queues, heldQueues: []string{},
 	}
 	c.plan.SetQueues(queues)
-	s.noteBounded(queues, others)
+	s.noteBounded(queues)
 	// Always: a flow the claim did not see in its first read may be
 	// locked later (a breaker that changed meanwhile, changedSince), or
 	// by the outcomes before this claim (Finish). A target whose flow is
@@ -218,7 +210,7 @@ func (c *claimTx) run(ctx context.Context, pre *[]*jobRow) (*pgx.Batch, error) {
 			due, pre = *pre, nil
 		} else {
 			var b pgx.Batch
-			queueDueRound(&b, c.now, c.held, c.heldQueues, len(c.queues) == 0 && len(c.heldQueues) == 0 && !c.others, want, &due)
+			queueDueRound(&b, c.now, c.held, c.heldQueues, len(c.queues) == 0 && len(c.heldQueues) == 0, want, &due)
 			if err := sendBatch(ctx, c.tx, &b); err != nil {
 				return nil, err
 			}
@@ -365,8 +357,11 @@ func endClaim(b *pgx.Batch, now int64, res *claimResult, brs map[string]*breaker
 // its concurrency and of a rate-limited one (300 000 jobs in a paused
 // queue: 279 ms a claim).
 //
-// Pending is written pendingBelow ("state < 1"), the predicate of the
-// indexes of version 13 (see pendingBelow).
+// Pending is written pendingBelow ("state < 1") so that the planner proves
+// it only for the indexes of version 13, never for runlog_jobs_due or
+// runlog_jobs_priority (their predicate is state = 0): with those, a
+// generic plan of the per-queue probe walked the whole due index with the
+// queue as a filter.
 func liveQueues(held string) string {
 	return `WITH RECURSIVE qs(q) AS (
 		(SELECT queue FROM runlog_jobs WHERE ` + pendingBelow + ` ORDER BY queue LIMIT 1)
@@ -395,33 +390,33 @@ var dueSQL = liveQueues(`$4::text[] || `+pausedQueues) + `
 		ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j`
 
 // plainDueSQL is dueSQL for a claim that knows of no queue with a
-// setting and of no pending job outside the default queue (named by the empty string): that
-// queue's two ranges alone, without the skip scan of the queues, which
-// walks the index's prefix of jobs started since the last vacuum once
-// more and is costlier to plan (W1 at 16 slots, pg_stat_statements: 57.5
-// buffers a call and 0.88 ms a plan, against dueSQL's 95.5 and 2.66 ms; a
-// pooled connection plans a statement at each of its first five
-// executions). It leaves out the default queue's jobs if the queue is
-// paused or in $4, as dueSQL does. A claim's first round selects by it
-// while the node's last claim found the queues plain (plainQueues); the
-// same round trip reads whether they still are (startReads: the queue
-// settings, and whether another queue has pending jobs), and a claim that
-// finds they are not selects its rounds again by dueSQL, and so does the
-// node's next claim. A queue paused since the node's last claim costs the
-// first round of one claim a walk, no more; the claim's planner holds the
-// jobs of a paused queue or one at its concurrency either way
-// (state.QueueHeld).
+// setting: the due pending jobs in claim order across the queues, the
+// first $3 of those of priority 0 by a walk of runlog_jobs_due ((due, id)
+// of the pending jobs) and the first $3 of the others by a walk of
+// runlog_jobs_priority, as claims did before version 13. Without the skip
+// scan of the queues, which walks the index's prefix of jobs started
+// since the last vacuum once more, a claim reads fewer buffers and is
+// cheaper to plan (W1 at 16 slots, pg_stat_statements: 57.5 buffers a
+// call and 0.88 ms a plan, against dueSQL's 95.5 and 2.66 ms; a pooled
+// connection plans a statement at each of its first five executions).
+// It leaves out the paused queues' jobs and those of the queues in $4 as
+// dueSQL does, but walks past them: a claim that finds a queue with a
+// setting (read in its first round trip, before its first due rows come
+// back) selects its later rounds by dueSQL, and so does the node's next
+// claim. A queue paused since the node's last claim costs the first round
+// of one claim a walk, no more; the claim's planner holds the jobs of a
+// paused queue or one at its concurrency either way (state.QueueHeld).
 var plainDueSQL = `SELECT j.* FROM (SELECT ` + dueCols + ` FROM runlog_jobs
-		WHERE ` + pendingBelow + ` AND queue = '' AND priority <> 0 AND ` + dueWhere + ` AND queue NOT IN (SELECT unnest($4::text[])) AND queue NOT IN (` + pausedQueueSet + `)
+		WHERE state = ` + pendingCode + ` AND priority <> 0 AND ` + dueWhere + ` AND queue NOT IN (SELECT unnest($4::text[])) AND queue NOT IN (` + pausedQueueSet + `)
 		ORDER BY priority DESC, due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j
 	UNION ALL
 	SELECT j.* FROM (SELECT ` + dueCols + ` FROM runlog_jobs
-		WHERE ` + pendingBelow + ` AND queue = '' AND priority = 0 AND ` + dueWhere + ` AND queue NOT IN (SELECT unnest($4::text[])) AND queue NOT IN (` + pausedQueueSet + `)
+		WHERE state = ` + pendingCode + ` AND priority = 0 AND ` + dueWhere + ` AND queue NOT IN (SELECT unnest($4::text[])) AND queue NOT IN (` + pausedQueueSet + `)
 		ORDER BY due, id LIMIT $3 FOR UPDATE SKIP LOCKED) j`
 
 // plainQueues reports whether the node's last claim found no queue with
-// a setting and no pending job outside the default queue (noteBounded):
-// its next claim's first round then selects by plainDueSQL.
+// a setting (noteBounded): its next claim's first round then selects by
+// plainDueSQL.
 func (s *Store) plainQueues() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -17,11 +17,9 @@ const (
 
 // pendingBelow is "pending" written as "state < 1" (pending is the only
 // code below running's), the predicate of the indexes of version 13
-// (runlog_jobs_queue_due, runlog_jobs_queue_priority): written so, a
-// query matches their predicate as it is written. Up to version 13 it
-// also kept the claim's probes off runlog_jobs_due and
-// runlog_jobs_priority (predicate state = 0, dropped by version 14), which
-// a generic plan walked whole with the queue as a filter.
+// (runlog_jobs_queue_due, runlog_jobs_queue_priority). A query that says
+// it can use them and not runlog_jobs_due or runlog_jobs_priority, whose
+// predicate is state = 0 (see liveQueues).
 const pendingBelow = "state < " + runningCode
 
 // closedCode is the code of runlog_breakers.state for a closed breaker

@@ -72,12 +72,11 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// with this transaction's rows.
 		var (
 			queues claimQueues
-			others bool
 			lives  map[string]state.TargetLife
 		)
 		reads := startReads{lockPaced: true, lives: &lives, breakers: &nonZero, flows: &flows}
 		if lim.Max > 0 {
-			reads.queues, reads.others = &queues, &others
+			reads.queues = &queues
 		}
 		queueStartReads(b, reads)
 		var err error
@@ -90,9 +89,8 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// trouble (not the zero breaker) at the last read. A guess that
 		// misses one costs loadBreakers a round trip, no more.
 		queueLockBreakers(b, s.breakersToLock(fast, fls), brs)
-		plain := s.plainQueues()
 		if lim.Max > 0 {
-			queueDue(b, now, lim.Max, plain, &due)
+			queueDue(b, now, lim.Max, s.plainQueues(), &due)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
@@ -110,14 +108,13 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 			return last, queueBreakerWrites(last, brs)
 		}
 		pre := &due
-		if slowRecorded || len(disabled) > 0 || plain && others {
+		if slowRecorded || len(disabled) > 0 {
 			// An outcome recorded after the due rows were read may have
 			// made its job due, or disabled its target (whose due jobs
-			// are then held), or plainDueSQL left out a queue with
-			// pending jobs: read them again.
+			// are then held): read them again.
 			pre = nil
 		}
-		return s.newClaim(tx, now, lim, brs, nonZero, queues, others, flows, &res).run(ctx, pre)
+		return s.newClaim(tx, now, lim, brs, nonZero, queues, flows, &res).run(ctx, pre)
 	})
 	s.mu.Lock()
 	for _, o := range outs {

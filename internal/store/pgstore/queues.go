@@ -228,12 +228,11 @@ func (s *Store) SetQueue(ctx context.Context, now int64, name string, concurrenc
 // noteBounded remembers which queues a claim found bounded, so that an
 // attempt of one ending here wakes the other nodes (endedBounded): a due
 // job of the queue that a node held back may start now; and whether no
-// queue had a setting and no queue but the default one pending jobs
-// (others false): plain, for the next claim's first round.
-func (s *Store) noteBounded(qs claimQueues, others bool) {
+// queue had a setting (plain, for the next claim's first round).
+func (s *Store) noteBounded(qs claimQueues) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.plain = len(qs) == 0 && !others
+	s.plain = len(qs) == 0
 	clear(s.bounded)
 	for name, qi := range qs {
 		if qi.Concurrency > 0 {

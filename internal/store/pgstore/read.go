@@ -191,7 +191,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	// The held jobs of disabled targets are left out, as the embedded
 	// store's OldestDue leaves them out: their age would be the queue's
 	// lag for as long as the target stays disabled.
-	if err := s.pool.QueryRow(ctx, oldestDueSQL).Scan(&due); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT min(due) FROM runlog_jobs WHERE state = "+pendingCode+" AND target NOT IN ("+disabledTargetSet+")").Scan(&due); err != nil {
 		return st, fmt.Errorf("pgstore: stats: %w", err)
 	}
 	if due != nil {
@@ -263,11 +263,3 @@ func (s *Store) Targets(ctx context.Context) ([]store.TargetInfo, error) {
 	slices.SortFunc(out, func(a, b store.TargetInfo) int { return strings.Compare(a.Target, b.Target) })
 	return out, nil
 }
-
-// oldestDueSQL is the earliest due time of a pending job not of a disabled
-// target, paused queues included (Stats.OldestDue): one probe of
-// runlog_jobs_queue_due per queue, as nextDueSQL.
-var oldestDueSQL = liveQueues(`'{}'::text[]`) + `
-	SELECT min(d.due) FROM live CROSS JOIN LATERAL (SELECT due FROM runlog_jobs
-		WHERE ` + pendingBelow + ` AND queue = live.q AND target NOT IN (` + disabledTargetSet + `)
-		ORDER BY due LIMIT 1) d`

@@ -18,10 +18,6 @@ import (
 // not the zero ones. A nil field is not read.
 type startReads struct {
 	queues *claimQueues // read after the shared queueLock
-	// others, with queues: whether a queue other than the default one
-	// has pending jobs (the first round of a claim that selected by
-	// plainDueSQL must then select again, by dueSQL).
-	others *bool
 	// lockPaced: with queues, the rows of the bounded and limited queues
 	// are locked, and the limited ones' paces read, in the same round
 	// trip (queueLockPaced); without it, the caller does so if it finds
@@ -65,11 +61,8 @@ func queueStartReads(b *pgx.Batch, r startReads) {
 		if !rows.Next() {
 			return errors.Join(rows.Err(), errors.New("pgstore: the read of queues, breakers and flows answered no row"))
 		}
-		var (
-			cols   [4][]byte
-			others bool
-		)
-		if err := rows.Scan(&cols[0], &cols[1], &cols[2], &cols[3], &others); err != nil {
+		var cols [4][]byte
+		if err := rows.Scan(&cols[0], &cols[1], &cols[2], &cols[3]); err != nil {
 			return err
 		}
 		var err error
@@ -77,7 +70,6 @@ func queueStartReads(b *pgx.Batch, r startReads) {
 			if *r.queues, err = readQueueSettings(newJSONRows(cols[0])); err != nil {
 				return fmt.Errorf("pgstore: read queues: %w", err)
 			}
-			*r.others = others
 		}
 		if *r.breakers, err = readBreakers(newJSONRows(cols[1])); err != nil {
 			return fmt.Errorf("pgstore: read breakers: %w", err)
@@ -118,29 +110,22 @@ func lockPacedLate(ctx context.Context, tx querier, queues *claimQueues) (bool, 
 // startReadSQL[queues][lives] is the statement of queueStartReads: one row
 // of four json columns, each the rows of one table (a json array of each
 // row's columns, NULL for none), read back by the table's own scanner
-// (jsonRows), and whether a queue other than the default one (the empty
-// name, the least) has pending jobs (one probe of runlog_jobs_queue_due); the
-// queues and the lifecycles are NULL, and the last column false, unless
-// asked for.
+// (jsonRows); the queues and the lifecycles are NULL unless asked for.
 var startReadSQL = func() (sql [2][2]string) {
 	agg := func(cols, from string) string {
 		return "(SELECT json_agg(json_build_array(" + cols + ")) FROM " + from + ")"
 	}
 	for q := range 2 {
 		for l := range 2 {
-			queues, lives, others := "NULL::json", "NULL::json", "false"
+			queues, lives := "NULL::json", "NULL::json"
 			if q == 1 {
 				queues = agg(queueSettingCols, "runlog_queues WHERE "+queueHasSettingSQL)
-				// Not EXISTS: for it, the planner took a table never
-				// analyzed for one with many such jobs and scanned it
-				// (212 buffers a claim with 10 000 jobs).
-				others = "(SELECT queue FROM runlog_jobs WHERE " + pendingBelow + " AND queue > '' ORDER BY queue LIMIT 1) IS NOT NULL"
 			}
 			if l == 1 {
 				lives = agg(lifeCols, "runlog_target_life")
 			}
 			sql[q][l] = "SELECT " + queues + ", " + agg(breakerCols, "runlog_breakers WHERE "+nonZeroBreakerWhere) + ", " +
-				agg(flowCols, "runlog_flows WHERE "+nonZeroFlowWhere) + ", " + lives + ", " + others
+				agg(flowCols, "runlog_flows WHERE "+nonZeroFlowWhere) + ", " + lives
 		}
 	}
 	return sql

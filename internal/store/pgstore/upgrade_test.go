@@ -118,14 +118,13 @@ func TestRollingUpgrade(t *testing.T) {
 		return Open(ctx, url, Options{Node: node, Circuit: testCircuit, Migrate: true, migrations: ms, Logger: quietLogger()})
 	}
 
-	// Plan on a database one version behind names the embedded newest
-	// version and the builds its header lets run on it (version 14, a
-	// contract step, only its own).
+	// Plan on a database one version behind: the embedded newest version is
+	// online (compatible with the one before).
 	if _, err := migrateKnown(ctx, url, base[:n5-1]); err != nil {
 		t.Fatal(err)
 	}
 	have, steps, err := Plan(ctx, url)
-	if err != nil || have != n5-1 || len(steps) != 1 || steps[0].Version != n5 || steps[0].CompatibleFrom != base[n5-1].compatibleFrom {
+	if err != nil || have != n5-1 || len(steps) != 1 || steps[0].Version != n5 || steps[0].CompatibleFrom > have {
 		t.Fatalf("Plan at version %d: %d %+v %v", n5-1, have, steps, err)
 	}
 
