@@ -723,7 +723,7 @@ func TestPostgresStaleNode(t *testing.T) {
 
 // BenchmarkPostgresW1 is W1 on PostgreSQL (fsync and synchronous_commit
 // on): 20 k no-op jobs (50-byte payload) enqueued in batches of 1000 due an
-// hour ahead of a fake clock, then processed at concurrency 256 per node by
+// hour ahead of a fake clock, then processed at concurrency 256 per node (RUNLOG_BENCH_SLOTS) by
 // one node, or by two nodes (runners in this process) sharing the queue,
 // timed from open to the last completion. Beside the rate it reports the
 // CPU a job cost over that time, the machine's (PostgreSQL's included) and
@@ -742,7 +742,7 @@ func benchPostgresW1(b *testing.B, nodes int) {
 	for range b.N {
 		url := pgtest.URL(b)
 		clock := fixedClock{time.UnixMilli(1_700_000_000_000)}
-		cfg := runlog.Config{Logger: quietLogger(), Concurrency: 256, Clock: clock, Handlers: map[string]runlog.Handler{"noop": runlog.Handle(noop)},
+		cfg := runlog.Config{Logger: quietLogger(), Concurrency: benchSlots(b), Clock: clock, Handlers: map[string]runlog.Handler{"noop": runlog.Handle(noop)},
 			Breaker: runlog.BreakerConfig{Threshold: 1 << 30, Window: time.Second, Cooldown: time.Second, Probes: 1}}
 		r, err := postgres.Open(ctx, url, cfg)
 		if err != nil {
@@ -794,6 +794,21 @@ func benchPostgresW1(b *testing.B, nodes int) {
 			b.ReportMetric(float64((p1-p0).Microseconds())/n, "node-cpu-us/job")
 		}
 	}
+}
+
+// benchSlots is BenchmarkPostgresW1's concurrency per node: 256, or
+// RUNLOG_BENCH_SLOTS (W1 at 16 slots is the workload most sensitive to
+// the statements of each claim's transaction).
+func benchSlots(b *testing.B) int {
+	v := os.Getenv("RUNLOG_BENCH_SLOTS")
+	if v == "" {
+		return 256
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("RUNLOG_BENCH_SLOTS=%q: want a positive number of slots", v)
+	}
+	return n
 }
 
 // ExampleOpen runs jobs from a PostgreSQL database that several

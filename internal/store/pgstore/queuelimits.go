@@ -14,13 +14,13 @@ import (
 // A queue's rate limit (state/queuepace.go) on PostgreSQL: its limit and
 // its pace are columns of the queue's row in runlog_queues (migration
 // 0012). A claim locks the rows of the bounded and the limited queues
-// (queueLockPaced), reads their paces under the lock, applies
+// (lockPacedSQL), reads their paces under the lock, applies
 // state.PaceAfter op by op (claimQueues.applied) and writes the changed
 // paces back in its transaction (queuePaceWrites): every node shares one
 // bucket per queue, as the embedded store's state holds one.
 
 // paced reports whether one of q is bounded or rate-limited: a queue whose
-// row queueLockPaced locks.
+// row lockPacedSQL locks.
 func (q claimQueues) paced() bool {
 	for _, qi := range q {
 		if qi.Concurrency > 0 || qi.Limit.RateMilli > 0 {
@@ -30,29 +30,40 @@ func (q claimQueues) paced() bool {
 	return false
 }
 
-// queueLockPaced queues, in b, the lock of the rows of the bounded and
-// limited queues, in name order, and reads the paces of the limited ones
-// into *into under that lock: a pace read before it could be one another
-// node's claim has since advanced.
+// lockPacedSQL locks the rows of the bounded and limited queues, in name
+// order, and reads their paces (readPaces): a pace read before the lock
+// could be one another node's claim has since advanced. It runs as a
+// statement of its own (queueLockPaced) or inside the first round trip's
+// read (startReadSQL).
+const lockPacedSQL = `SELECT name, tat, reserved FROM runlog_queues WHERE concurrency > 0 OR rate_milli > 0
+		ORDER BY name COLLATE "C" FOR NO KEY UPDATE`
+
+// queueLockPaced queues, in b, lockPacedSQL, the paces of the limited
+// queues read into *into.
 func queueLockPaced(b *pgx.Batch, into *claimQueues) {
-	b.Queue(`SELECT name, tat, reserved FROM runlog_queues WHERE concurrency > 0 OR rate_milli > 0
-		ORDER BY name COLLATE "C" FOR NO KEY UPDATE`).Query(func(rows pgx.Rows) error {
+	b.Queue(lockPacedSQL).Query(func(rows pgx.Rows) error {
 		defer rows.Close()
-		for rows.Next() {
-			var (
-				name string
-				p    state.Pace
-			)
-			if err := rows.Scan(&name, &p.Bucket.TAT, &p.Reserved); err != nil {
-				return err
-			}
-			if qi, ok := (*into)[name]; ok && !qi.Limit.IsZero() {
-				qi.Pace = p
-				(*into)[name] = qi
-			}
-		}
-		return rows.Err()
+		return readPaces(rows, into)
 	})
+}
+
+// readPaces reads the rows of lockPacedSQL into the limited queues of
+// *into.
+func readPaces(rows rowScanner, into *claimQueues) error {
+	for rows.Next() {
+		var (
+			name string
+			p    state.Pace
+		)
+		if err := rows.Scan(&name, &p.Bucket.TAT, &p.Reserved); err != nil {
+			return err
+		}
+		if qi, ok := (*into)[name]; ok && !qi.Limit.IsZero() {
+			qi.Pace = p
+			(*into)[name] = qi
+		}
+	}
+	return rows.Err()
 }
 
 // queueApplied counts op, a start or a defer the claim applied to a job of

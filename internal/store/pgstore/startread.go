@@ -19,9 +19,9 @@ import (
 type startReads struct {
 	queues *claimQueues // read after the shared queueLock
 	// lockPaced: with queues, the rows of the bounded and limited queues
-	// are locked, and the limited ones' paces read, in the same round
-	// trip (queueLockPaced); without it, the caller does so if it finds
-	// such a queue (lockPacedLate).
+	// are locked, and the limited ones' paces read, by the read itself
+	// (startReadSQL); without it, the caller does so if it finds such a
+	// queue (lockPacedLate).
 	lockPaced bool
 	lives     *map[string]state.TargetLife
 	breakers  *map[string]retry.Breaker
@@ -36,7 +36,7 @@ type startReads struct {
 // without them). With queues, the shared queueLock comes first (a queue
 // change commits under the exclusive lock: the settings read after it are
 // current while the transaction holds it), and the rows of the bounded and
-// limited queues are locked after (queueLockPaced, or lockPacedLate in a
+// limited queues are locked after (by the read itself, or lockPacedLate in a
 // round trip of the caller's own): the claims of every
 // node that may start a bounded queue's job take turns, each selecting its
 // due rows only once the one before has committed. Were the due rows
@@ -49,26 +49,32 @@ func queueStartReads(b *pgx.Batch, r startReads) {
 	if r.queues != nil {
 		b.Queue(queueLockSharedSQL, queueLock)
 	}
-	q, l := 0, 0
+	q, l, p := 0, 0, 0
 	if r.queues != nil {
 		q = 1
+		if r.lockPaced {
+			p = 1
+		}
 	}
 	if r.lives != nil {
 		l = 1
 	}
-	b.Queue(startReadSQL[q][l]).Query(func(rows pgx.Rows) error {
+	b.Queue(startReadSQL[q][l][p]).Query(func(rows pgx.Rows) error {
 		defer rows.Close()
 		if !rows.Next() {
 			return errors.Join(rows.Err(), errors.New("pgstore: the read of queues, breakers and flows answered no row"))
 		}
-		var cols [4][]byte
-		if err := rows.Scan(&cols[0], &cols[1], &cols[2], &cols[3]); err != nil {
+		var cols [5][]byte
+		if err := rows.Scan(&cols[0], &cols[1], &cols[2], &cols[3], &cols[4]); err != nil {
 			return err
 		}
 		var err error
 		if r.queues != nil {
 			if *r.queues, err = readQueueSettings(newJSONRows(cols[0])); err != nil {
 				return fmt.Errorf("pgstore: read queues: %w", err)
+			}
+			if err := readPaces(newJSONRows(cols[4]), r.queues); err != nil {
+				return fmt.Errorf("pgstore: read queue paces: %w", err)
 			}
 		}
 		if *r.breakers, err = readBreakers(newJSONRows(cols[1])); err != nil {
@@ -84,9 +90,6 @@ func queueStartReads(b *pgx.Batch, r startReads) {
 		}
 		return rows.Err()
 	})
-	if r.queues != nil && r.lockPaced {
-		queueLockPaced(b, r.queues)
-	}
 }
 
 // lockPacedLate locks the rows of the bounded and limited queues among
@@ -107,25 +110,37 @@ func lockPacedLate(ctx context.Context, tx querier, queues *claimQueues) (bool, 
 	return true, sendBatch(ctx, tx, &b)
 }
 
-// startReadSQL[queues][lives] is the statement of queueStartReads: one row
-// of four json columns, each the rows of one table (a json array of each
-// row's columns, NULL for none), read back by the table's own scanner
-// (jsonRows); the queues and the lifecycles are NULL unless asked for.
-var startReadSQL = func() (sql [2][2]string) {
+// startReadSQL[queues][lives][paced] is the statement of queueStartReads:
+// one row of five json columns, each the rows of one table (a json array
+// of each row's columns, NULL for none), read back by the table's own
+// scanner (jsonRows): the queues, breakers, flows and lifecycles, and the
+// paces of lockPacedSQL, whose rows it locks; the queues, the lifecycles
+// and the paces are NULL unless asked for. The paced rows are locked in
+// this statement, not one of their own (a statement less in each outcome
+// batch), after the shared queueLock of the statement before: their
+// settings cannot change while it is held, and a pace another claim
+// advanced meanwhile is read as the lock leaves it (the row's latest
+// version).
+var startReadSQL = func() (sql [2][2][2]string) {
 	agg := func(cols, from string) string {
 		return "(SELECT json_agg(json_build_array(" + cols + ")) FROM " + from + ")"
 	}
 	for q := range 2 {
 		for l := range 2 {
-			queues, lives := "NULL::json", "NULL::json"
-			if q == 1 {
-				queues = agg(queueSettingCols, "runlog_queues WHERE "+queueHasSettingSQL)
+			for p := range 2 {
+				queues, lives, paces := "NULL::json", "NULL::json", "NULL::json"
+				if q == 1 {
+					queues = agg(queueSettingCols, "runlog_queues WHERE "+queueHasSettingSQL)
+					if p == 1 {
+						paces = agg("name, tat, reserved", "("+lockPacedSQL+") p")
+					}
+				}
+				if l == 1 {
+					lives = agg(lifeCols, "runlog_target_life")
+				}
+				sql[q][l][p] = "SELECT " + queues + ", " + agg(breakerCols, "runlog_breakers WHERE "+nonZeroBreakerWhere) + ", " +
+					agg(flowCols, "runlog_flows WHERE "+nonZeroFlowWhere) + ", " + lives + ", " + paces
 			}
-			if l == 1 {
-				lives = agg(lifeCols, "runlog_target_life")
-			}
-			sql[q][l] = "SELECT " + queues + ", " + agg(breakerCols, "runlog_breakers WHERE "+nonZeroBreakerWhere) + ", " +
-				agg(flowCols, "runlog_flows WHERE "+nonZeroFlowWhere) + ", " + lives
 		}
 	}
 	return sql
