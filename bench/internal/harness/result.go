@@ -66,6 +66,14 @@ type Result struct {
 	// BodyMillis is how long each W4 job body took.
 	BodyMillis float64 `json:"body_ms,omitempty"`
 
+	// MachineCPUPerJobUS and ProcessCPUPerJobUS are the CPU time spent
+	// per job over the measured window (W1's drain, W2's window, W3's
+	// drain), in microseconds: by the whole machine (the system's server
+	// included when it runs here) and by the process that ran the jobs.
+	// Zero where they cannot be read.
+	MachineCPUPerJobUS float64 `json:"machine_cpu_us_per_job,omitempty"`
+	ProcessCPUPerJobUS float64 `json:"process_cpu_us_per_job,omitempty"`
+
 	// MaxRSSKiB is the peak resident set of the process that ran the jobs
 	// (servers not included).
 	MaxRSSKiB int64 `json:"max_rss_kib,omitempty"`

@@ -188,6 +188,7 @@ func RunW1(ctx context.Context, d Driver, p W1Params, r *Result) error {
 	r.EnqueueRate = Rate(p.N, took)
 
 	t := newTracker(p.N, int64(p.N), 0)
+	cpu := markCPU()
 	start := time.Now()
 	if err := d.Start(ctx, t.handle); err != nil {
 		return fmt.Errorf("start workers: %w", err)
@@ -195,6 +196,7 @@ func RunW1(ctx context.Context, d Driver, p W1Params, r *Result) error {
 	if err := t.wait(ctx, p.Limit); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
+	cpu.perJob(markCPU(), p.N, r)
 	r.ProcessRate = Rate(p.N, time.Unix(0, t.lastDone.Load()).Sub(start))
 	if err := d.Stop(ctx); err != nil {
 		return fmt.Errorf("stop workers: %w", err)
@@ -277,6 +279,7 @@ func RunW2(ctx context.Context, d Driver, p W2Params, r *Result) error {
 		}()
 	}
 	t.recording.Store(true)
+	cpu := markCPU()
 	start := time.Now()
 	doneAtStart := t.done.Load()
 	for range p.Producers {
@@ -315,6 +318,7 @@ func RunW2(ctx context.Context, d Driver, p W2Params, r *Result) error {
 	t.recording.Store(false)
 	completed := int(t.done.Load() - doneAtStart)
 	elapsed := time.Since(start)
+	cpu.perJob(markCPU(), completed, r)
 	stop()
 	wg.Wait()
 	r.Completed = completed
@@ -362,12 +366,14 @@ func RunW3(ctx context.Context, d Driver, p W3Params, r *Result) error {
 		return err
 	}
 	t := newTracker(p.N, int64(p.N), 2)
+	cpu := markCPU()
 	start := time.Now()
 	if err := d.Start(ctx, t.handle); err != nil {
 		return fmt.Errorf("start workers: %w", err)
 	}
 	werr := t.wait(ctx, p.Limit)
 	if werr == nil {
+		cpu.perJob(markCPU(), p.N, r)
 		elapsed := time.Unix(0, t.lastDone.Load()).Sub(start)
 		r.Completed = p.N
 		r.CompleteRate = Rate(p.N, elapsed)
