@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runlog/runlog"
+	"github.com/runlog/runlog/internal/cpuclock"
 	"github.com/runlog/runlog/internal/pgtest"
 	"github.com/runlog/runlog/internal/store/pgstore"
 	"github.com/runlog/runlog/internal/testwait"
@@ -727,7 +728,7 @@ func TestPostgresStaleNode(t *testing.T) {
 // one node, or by two nodes (runners in this process) sharing the queue,
 // timed from open to the last completion. Beside the rate it reports the
 // CPU a job cost over that time, the machine's (PostgreSQL's included) and
-// this process's (cpuClock): on a shared machine the rate moves with the
+// this process's (cpuclock): on a shared machine the rate moves with the
 // other work, the CPU a job costs much less.
 func BenchmarkPostgresW1(b *testing.B) {
 	for _, nodes := range []int{1, 2} {
@@ -770,7 +771,7 @@ func benchPostgresW1(b *testing.B, nodes int) {
 			return nil
 		})}
 		cfg.Clock = nil
-		m0, p0, cpuOK := cpuClock()
+		cpu0, cpuOK := cpuclock.Read()
 		start = time.Now()
 		runners := make([]*runlog.Runner, nodes)
 		for i := range runners {
@@ -780,7 +781,7 @@ func benchPostgresW1(b *testing.B, nodes int) {
 		}
 		<-all
 		proc := time.Since(start)
-		m1, p1, _ := cpuClock()
+		cpu1, cpuEnd := cpuclock.Read()
 		for _, r := range runners {
 			r.Close(ctx)
 		}
@@ -789,9 +790,10 @@ func benchPostgresW1(b *testing.B, nodes int) {
 		}
 		b.ReportMetric(n/enq.Seconds(), "enqueue-jobs/s")
 		b.ReportMetric(n/proc.Seconds(), "jobs/s")
-		if cpuOK {
-			b.ReportMetric(float64((m1-m0).Microseconds())/n, "machine-cpu-us/job")
-			b.ReportMetric(float64((p1-p0).Microseconds())/n, "node-cpu-us/job")
+		if cpuOK && cpuEnd {
+			machine, node := cpu0.PerJob(cpu1, n)
+			b.ReportMetric(machine, "machine-cpu-us/job")
+			b.ReportMetric(node, "node-cpu-us/job")
 		}
 	}
 }
