@@ -17,13 +17,13 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 		return nil, err
 	}
 	if len(jobs) == 1 && jobs[0].Spec.Key == "" {
-		out, err := s.enqueueOne(ctx, now, &jobs[0])
+		id, err := s.enqueueGrouped(ctx, now, &jobs[0])
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: enqueue (nothing was added): %w", err)
 		}
 		s.dueAddedTo(jobs[0].Spec.Target, jobs[0].Due)
 		s.wakeNodes()
-		return out, nil
+		return []store.Enqueued{{ID: uint64(id)}}, nil
 	}
 	var out []store.Enqueued
 	err := s.inTx(ctx, false, func(tx pgx.Tx) error {
@@ -43,10 +43,10 @@ func (s *Store) Enqueue(ctx context.Context, now int64, jobs []store.NewJob) ([]
 	return out, nil
 }
 
-// enqueueOne inserts one job without a key in one statement (its own
+// insertOne inserts one job without a key in one statement (its own
 // transaction): one round trip, where a transaction would take four (BEGIN,
 // draw the id, insert, COMMIT). The columns are EnqueueTx's.
-func (s *Store) enqueueOne(ctx context.Context, now int64, j *store.NewJob) ([]store.Enqueued, error) {
+func (s *Store) insertOne(ctx context.Context, now int64, j *store.NewJob) (int64, error) {
 	sp := &j.Spec
 	var id int64
 	err := s.pool.QueryRow(ctx, `WITH ins AS (INSERT INTO runlog_jobs
@@ -56,10 +56,7 @@ func (s *Store) enqueueOne(ctx context.Context, now int64, j *store.NewJob) ([]s
 		SELECT id FROM ins`,
 		sp.Kind, sp.Target, sp.Payload, int32(sp.Policy.Attempts), sp.Policy.BaseMS, sp.Policy.CapMS, sp.Policy.DeadlineMS,
 		sp.TimeoutMS, j.Due, now, metadataJSON(sp.Metadata), int64(sp.ReplayOf), sp.Queue, sp.Priority).Scan(&id)
-	if err != nil {
-		return nil, err
-	}
-	return []store.Enqueued{{ID: uint64(id)}}, nil
+	return id, err
 }
 
 // EnqueueTx inserts jobs in the caller's transaction tx and NOTIFYs the

@@ -236,6 +236,8 @@ type Store struct {
 
 	notifyNodes chan struct{} // wakeNodes → the notifier; holds one pending request
 
+	groups insertGroups // the single-job enqueues inserted together (group.go)
+
 	mu       sync.Mutex
 	closed   bool              // guarded by mu
 	notify   store.Notify      // guarded by mu
