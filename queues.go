@@ -89,6 +89,9 @@ func Snooze(d time.Duration) error { return &snoozeError{d: max(d, 0)} }
 
 // snoozed reports whether err asks for a snooze, and for how long.
 func snoozed(err error) (time.Duration, bool) {
+	if err == nil {
+		return 0, false // no errors.As: its target would escape, an allocation per attempt
+	}
 	var se *snoozeError
 	if errors.As(err, &se) {
 		return se.d, true

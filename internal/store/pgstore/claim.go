@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/runlog/runlog/internal/state"
 	"github.com/runlog/runlog/internal/store"
@@ -105,7 +106,7 @@ func (s *Store) claimed(gen uint64, res claimResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, c := range res.claims {
-		s.inflight[c.ID] = flight{attempt: c.Attempt, startedAt: res.at, target: c.Target, facts: res.facts[i]}
+		s.inflight[c.ID] = flight{startedAt: res.at, target: c.Target, facts: res.facts[i]}
 	}
 	switch {
 	case (res.exhausted || res.more) && s.due.gen == gen:
@@ -475,30 +476,33 @@ func queueDue(b *pgx.Batch, now int64, max int, plain bool, into *[]*jobRow) {
 	queueDueRound(b, now, []string{}, []string{}, plain, claimWant(max, 0), into)
 }
 
-// noSort precedes a claim's dueSQL (queueDueRound).
-const noSort = "SET LOCAL enable_sort = off"
+// noSort turns sorting off for the rest of a claim's transaction: it is a
+// column of the statement that starts every claim's transaction (the
+// shared queueLock, queueLockSharedSQL), not a statement of its own
+// (SET LOCAL), which cost each claim a statement. The planner may not
+// sort: where its statistics say that few jobs are due (a table not
+// analyzed yet, or analyzed while the queue was short), it would fetch
+// every due row through a bitmap scan and sort them all, on every claim
+// (8-20 ms with 10-40 k jobs waiting) instead of walking the (due, id)
+// index and stopping at the limit (W1 at 16 slots without it: 0.37× as
+// fast). What else the transaction runs either needs no sort (the
+// outcomes' and the start's writes, the reads of queues, breakers and
+// flows, the next due time's probes) or cannot do without one (the
+// breakers' and flows' locks in target order), which it still does: the
+// setting only inflates that plan's cost, and the pool's connections
+// compile nothing (jit off, Open), where an inflated cost once had the
+// JIT compile for 40-150 ms.
+const noSort = "set_config('enable_sort', 'off', true)"
 
 // queueDueRound queues, in b, dueSQL (plainDueSQL if plain) for want rows
 // at now, not those of the targets in held nor of the queues in
-// heldQueues, its rows into *into. The planner may not sort: where its
-// statistics say that few jobs are due (a table not analyzed yet, or
-// analyzed while the queue was short), it would fetch every due row
-// through a bitmap scan and sort them all, on every claim (8-20 ms with
-// 10-40 k jobs waiting) instead of walking the (due, id) index and
-// stopping at the limit (W1 at 16 slots without it: 0.37× as fast).
-// Sorting stays off for the rest of the claim's transaction, as setting
-// it back would cost a statement a round: what the transaction runs after
-// it either needs no sort (the start's and the breakers' writes, the next
-// due time's probes) or cannot do without one (the breakers' and flows'
-// locks in target order), which it still does: the setting only inflates
-// that plan's cost, and the pool's connections compile nothing (jit off,
-// Open), where an inflated cost once had the JIT compile for 40-150 ms.
+// heldQueues, its rows into *into. The transaction has turned sorting off
+// (noSort).
 func queueDueRound(b *pgx.Batch, now int64, held []string, heldQueues []string, plain bool, want int, into *[]*jobRow) {
 	sql := dueSQL
 	if plain {
 		sql = plainDueSQL
 	}
-	b.Queue(noSort)
 	b.Queue(sql, now, held, want, heldQueues).Query(func(rows pgx.Rows) error {
 		var err error
 		*into, err = readDue(rows, want)
@@ -510,16 +514,32 @@ func queueDueRound(b *pgx.Batch, now int64, held []string, heldQueues []string, 
 // claim order.
 func readDue(rows pgx.Rows, want int) ([]*jobRow, error) {
 	defer rows.Close()
-	var due []*jobRow
+	var (
+		due                 []*jobRow
+		kind, target, queue pgtype.DriverBytes
+		names               = make(map[string]string)
+	)
+	// The kinds, targets and queues of a claim's rows repeat: each is
+	// read without a copy and made a string once per claim, not once
+	// a row.
+	intern := func(b []byte) string {
+		if s, ok := names[string(b)]; ok {
+			return s
+		}
+		s := string(b)
+		names[s] = s
+		return s
+	}
 	for rows.Next() {
 		r := newRow() // State is Pending
 		var id, started int64
 		var meta []byte
 		p := &r.spec.Policy
-		if err := rows.Scan(&id, &r.spec.Kind, &r.spec.Target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
-			&r.spec.TimeoutMS, &r.Due, &r.run.FirstDue, &r.run.Fails, &started, &r.run.LastError, &r.spec.Queue, &r.spec.Priority, &meta); err != nil {
+		if err := rows.Scan(&id, &kind, &target, &r.spec.Payload, &p.Attempts, &p.BaseMS, &p.CapMS, &p.DeadlineMS,
+			&r.spec.TimeoutMS, &r.Due, &r.run.FirstDue, &r.run.Fails, &started, &r.run.LastError, &queue, &r.spec.Priority, &meta); err != nil {
 			return nil, err
 		}
+		r.spec.Kind, r.spec.Target, r.spec.Queue = intern(kind), intern(target), intern(queue)
 		var err error
 		if r.spec.Metadata, err = readMetadata(meta); err != nil {
 			return nil, fmt.Errorf("pgstore: job %d: %w", id, err)

@@ -35,7 +35,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 	fls := make([]*flight, len(outs))
 	s.mu.Lock()
 	for i, o := range outs {
-		if f, ok := s.inflight[o.ID]; ok && f.attempt == o.Attempt {
+		if f, ok := s.inflight[o.ID]; ok && f.attempt() == o.Attempt {
 			fls[i] = &f
 		}
 	}
@@ -122,7 +122,7 @@ func (s *Store) Finish(ctx context.Context, now int64, rnd func() uint32, outs [
 		// earlier attempt (its job cancelled, retried and started again
 		// here) leaves the running attempt's, whose lease the heartbeat
 		// renews.
-		if f, ok := s.inflight[o.ID]; ok && f.attempt == o.Attempt {
+		if f, ok := s.inflight[o.ID]; ok && f.attempt() == o.Attempt {
 			delete(s.inflight, o.ID)
 		}
 	}

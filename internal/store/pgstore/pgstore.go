@@ -260,12 +260,18 @@ type Store struct {
 // changes these facts of the job: a cancel or a rescue moves the row out of
 // that state first. So an outcome is decided on them without reading the
 // row, and recorded by an UPDATE that requires the row to be in that state.
+//
+// The attempt's number is facts.Started (a start makes it the job's latest
+// attempt), not a field of its own: at 128 bytes or less a flight is kept
+// in the inflight map itself, one allocation a claimed job less.
 type flight struct {
-	attempt   uint32
 	startedAt int64 // the attempt's start, as its entry in the history says
 	target    string
 	facts     state.Facts
 }
+
+// attempt is the number of the flight's attempt.
+func (f flight) attempt() uint32 { return f.facts.Started }
 
 // dueCache caches the earliest due time among pending jobs, so that the
 // dispatcher's NextDue does not query on every look.

@@ -822,7 +822,7 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 		var naive pgx.Batch
 		t.Logf("%s, plan without the claim's setting:\n%s", c.name, plan(&naive, c.sql))
 		var claim pgx.Batch
-		claim.Queue(noSort) // as queueDueRound sends it
+		claim.Queue("SELECT " + noSort) // as a claim's first statement sets it (queueLockSharedSQL)
 		if p := plan(&claim, c.sql); strings.Contains(p, "Sort") || !strings.Contains(p, c.index+" on") {
 			t.Fatalf("%s: the claim would sort the due jobs, or not walk %s:\n%s", c.name, c.index, p)
 		}
@@ -901,7 +901,7 @@ func TestClaimSkipsHeldQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	for _, q := range []string{"PREPARE claimdue(bigint, text[], int, text[]) AS " + dueSQL, "SET plan_cache_mode = force_generic_plan", "BEGIN", noSort} {
+	for _, q := range []string{"PREPARE claimdue(bigint, text[], int, text[]) AS " + dueSQL, "SET plan_cache_mode = force_generic_plan", "BEGIN", "SELECT " + noSort} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -982,7 +982,7 @@ func TestOutcomeOfEarlierAttemptKeepsLease(t *testing.T) {
 	s.mu.Lock()
 	f, ok := s.inflight[id]
 	s.mu.Unlock()
-	if !ok || f.attempt != 2 {
+	if !ok || f.attempt() != 2 {
 		t.Fatalf("after the outcome of attempt 1 the node's flight of job %d is %+v (%v), want attempt 2", id, f, ok)
 	}
 	lease := func() time.Time {

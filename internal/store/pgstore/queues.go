@@ -62,8 +62,10 @@ func (q claimQueues) applied(name string, op *state.Op) bool {
 	return paced
 }
 
-// queueLockSharedSQL takes the shared queueLock (queueStartReads).
-const queueLockSharedSQL = "SELECT pg_advisory_xact_lock_shared($1)"
+// queueLockSharedSQL takes the shared queueLock (queueStartReads), the
+// first statement of every claim's transaction, and turns sorting off for
+// the rest of it (noSort).
+const queueLockSharedSQL = "SELECT pg_advisory_xact_lock_shared($1), " + noSort
 
 // queueSettingCols are the columns of a queue's setting that a claim
 // reads, in the order readQueueSettings scans them; queueHasSettingSQL
