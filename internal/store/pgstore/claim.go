@@ -303,25 +303,36 @@ func (c *claimTx) decide(due []*jobRow) (b *pgx.Batch, left *jobRow) {
 		case state.OpDefer:
 			c.deferred = true
 			c.queueApplied(r.spec.Queue, &op)
-			b.Queue("UPDATE runlog_jobs SET due = $2 WHERE id = $1", int64(r.ID), op.Due)
+			b.Queue(deferSQL, int64(r.ID), op.Due)
 		case state.OpFail:
-			b.Queue("UPDATE runlog_jobs SET state = "+failedCode+", finished_at = $2, reason = $3 WHERE id = $1", int64(r.ID), op.At, op.Error)
+			b.Queue(failSQL, int64(r.ID), op.At, op.Error)
 		}
 	}
 	if len(startIDs) > 0 {
 		// The new attempt becomes latest, written whole; the previous
 		// one, if any, moves to the end of history (only a retried
 		// job's start edits JSON on the server).
-		b.Queue(`UPDATE runlog_jobs j SET state = `+runningCode+`, started = u.n, node = $3,
-				lease_until = clock_timestamp() + $4 * interval '1 millisecond', latest = u.latest,
-				history = CASE WHEN j.latest IS NULL THEN j.history
-					ELSE (CASE WHEN jsonb_array_length(j.history) >= $5 THEN j.history - 0 ELSE j.history END)
-						|| jsonb_build_array(j.latest::jsonb) END
-			FROM unnest($1::bigint[], $2::bigint[], $6::text[]) AS u(id, n, latest) WHERE j.id = u.id`,
-			startIDs, startNs, node, c.s.opts.Lease.Milliseconds(), state.MaxAttemptHistory-1, startLatest)
+		b.Queue(startSQL, startIDs, startNs, node, c.s.opts.Lease.Milliseconds(), state.MaxAttemptHistory-1, startLatest)
 	}
 	return b, left
 }
+
+// deferSQL defers job $1 to $2; failSQL fails it at $2 for reason $3 (a
+// claim's decisions for a job it does not start).
+const (
+	deferSQL = "UPDATE runlog_jobs SET due = $2 WHERE id = $1"
+	failSQL  = "UPDATE runlog_jobs SET state = " + failedCode + ", finished_at = $2, reason = $3 WHERE id = $1"
+)
+
+// startSQL starts the attempts of a claim: $1 the jobs, $2 each one's
+// attempt number, $6 each one's attempt as the latest (written whole), $3
+// the node, $4 the lease in ms, $5 the history's bound less one.
+const startSQL = `UPDATE runlog_jobs j SET state = ` + runningCode + `, started = u.n, node = $3,
+		lease_until = clock_timestamp() + $4 * interval '1 millisecond', latest = u.latest,
+		history = CASE WHEN j.latest IS NULL THEN j.history
+			ELSE (CASE WHEN jsonb_array_length(j.history) >= $5 THEN j.history - 0 ELSE j.history END)
+				|| jsonb_build_array(j.latest::jsonb) END
+	FROM unnest($1::bigint[], $2::bigint[], $6::text[]) AS u(id, n, latest) WHERE j.id = u.id`
 
 // endClaim queues in b, after the last round's writes, the breaker writes
 // and the next due time (when the claim looked at every due job); the
@@ -476,28 +487,53 @@ func queueDue(b *pgx.Batch, now int64, max int, plain bool, into *[]*jobRow) {
 	queueDueRound(b, now, []string{}, []string{}, plain, claimWant(max, 0), into)
 }
 
-// noSort turns sorting off for the rest of a claim's transaction: it is a
-// column of the statement that starts every claim's transaction (the
-// shared queueLock, queueLockSharedSQL), not a statement of its own
-// (SET LOCAL), which cost each claim a statement. The planner may not
-// sort: where its statistics say that few jobs are due (a table not
-// analyzed yet, or analyzed while the queue was short), it would fetch
-// every due row through a bitmap scan and sort them all, on every claim
-// (8-20 ms with 10-40 k jobs waiting) instead of walking the (due, id)
-// index and stopping at the limit (W1 at 16 slots without it: 0.37× as
-// fast). What else the transaction runs either needs no sort (the
-// outcomes' and the start's writes, the reads of queues, breakers and
-// flows, the next due time's probes) or cannot do without one (the
-// breakers' and flows' locks in target order), which it still does: the
-// setting only inflates that plan's cost, and the pool's connections
-// compile nothing (jit off, Open), where an inflated cost once had the
-// JIT compile for 40-150 ms.
-const noSort = "set_config('enable_sort', 'off', true)"
+// claimPlans sets, for the rest of a claim's transaction, how the planner
+// plans what it runs. It is columns of the statement that starts every
+// claim's transaction (the shared queueLock, queueLockSharedSQL), not
+// statements of their own (SET LOCAL), which cost each claim a statement
+// apiece. Every statement of a claim's transaction reads or writes a few
+// rows by key (due rows from the head of a due index, jobs and breakers by
+// id or target), and is planned so:
+//
+//   - No sort. Where the planner's statistics say that few jobs are due (a
+//     table not analyzed yet, or analyzed while the queue was short), it
+//     would fetch every due row through a bitmap scan and sort them all,
+//     on every claim (8-20 ms with 10-40 k jobs waiting) instead of walking
+//     the (due, id) index and stopping at the limit (W1 at 16 slots without
+//     it: 0.37× as fast). What cannot do without a sort (the breakers' and
+//     flows' locks in target order) still sorts: the setting only inflates
+//     that plan's cost, and the pool's connections compile nothing (jit
+//     off, Open), where an inflated cost once had the JIT compile for
+//     40-150 ms.
+//   - No sequential scan, hash join or merge join: rows are found through
+//     indexes and joined by nested loops, whose cost follows the rows a
+//     statement touches, not the table's size, whatever the statistics.
+//   - Generic plans from the first execution. A prepared statement is
+//     otherwise planned again at each of its first five executions on a
+//     connection (a custom plan), and the claim's statements cost more to
+//     plan than to run (0.35-1.5 ms for dueSQL and nextDueSQL: two
+//     branches, their filters' subqueries, ten indexes to weigh): a short
+//     burst of work on fresh pooled connections paid for planning more
+//     than for its rows. A generic plan is kept for the connection's life
+//     and made once, on the statistics of that moment, which is why the
+//     settings above come with it: without them, the start's UPDATE
+//     planned while runlog_jobs held 660 rows was a hash join over a
+//     sequential scan, kept as the table grew (W2 at 0.69× of the code
+//     before, each start 7-12 ms). TestClaimTxPlans checks every statement
+//     of the claim's path under these settings on a table analyzed small
+//     and grown since.
+//
+// Measured against the same code without the last two (benchrun, 5 000
+// jobs, builds in turn): W1 at 256 slots 0.99× in rate and 0.89× in
+// machine CPU a job (12 rounds), W1 at 16 slots 1.01× and 0.97× (8), W2
+// 1.10× and 0.90× (4), W3 1.58× and 0.63× (5).
+const claimPlans = "set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true), " +
+	"set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), " +
+	"set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 // queueDueRound queues, in b, dueSQL (plainDueSQL if plain) for want rows
 // at now, not those of the targets in held nor of the queues in
-// heldQueues, its rows into *into. The transaction has turned sorting off
-// (noSort).
+// heldQueues, its rows into *into, as the transaction plans (claimPlans).
 func queueDueRound(b *pgx.Batch, now int64, held []string, heldQueues []string, plain bool, want int, into *[]*jobRow) {
 	sql := dueSQL
 	if plain {

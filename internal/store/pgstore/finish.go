@@ -252,7 +252,7 @@ func (s *Store) settleTx(ctx context.Context, tx querier, now int64, rs []uint32
 		for n, i := range slow {
 			ids[n] = int64(outs[i].ID)
 		}
-		rows, err = queryRows(ctx, tx, "SELECT "+jobColsNoPayload+" FROM runlog_jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
+		rows, err = queryRows(ctx, tx, settleRowsSQL, ids)
 		if err != nil {
 			return nil, false, false, err
 		}
@@ -393,12 +393,7 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 	// joined each with every outcome, running the unnest again for each (a
 	// generic plan, once the statement was prepared): 65 ms for 256
 	// outcomes instead of about 3.
-	b.Queue(`UPDATE runlog_jobs j SET state = u.state, due = u.due, finished_at = u.finished, fails = u.fails,
-			last_error = u.last_error, reason = u.reason, lease_until = NULL, latest = u.latest
-		FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::bigint[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::text[], $11::smallint[])
-			AS u(id, n, state, due, finished, fails, last_error, reason, latest, running)
-		WHERE j.id = u.id AND j.state = u.running AND j.started = u.n AND j.node = $10
-		RETURNING j.id`, ids, ns, states, due, finished, fails, lastErrs, reasons, latests, s.opts.Node, running).Query(func(rows pgx.Rows) error {
+	b.Queue(settleFastSQL, ids, ns, states, due, finished, fails, lastErrs, reasons, latests, s.opts.Node, running).Query(func(rows pgx.Rows) error {
 		done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		for _, id := range done {
 			f.recorded[id] = true
@@ -407,6 +402,21 @@ func (s *Store) queueSettleFast(b *pgx.Batch, now int64, rs []uint32, outs []sto
 	})
 	return f, nil
 }
+
+// settleRowsSQL reads and locks the rows of the jobs $1 whose outcomes are
+// decided on their rows, in id order.
+var settleRowsSQL = "SELECT " + jobColsNoPayload + " FROM runlog_jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE"
+
+// settleFastSQL records outcomes decided on their flights ($1 the jobs, $2
+// each one's attempt, $3 to $9 the new columns, $11 the running state for
+// each) where the row is still this node ($10) running that attempt, and
+// answers the jobs it recorded.
+const settleFastSQL = `UPDATE runlog_jobs j SET state = u.state, due = u.due, finished_at = u.finished, fails = u.fails,
+		last_error = u.last_error, reason = u.reason, lease_until = NULL, latest = u.latest
+	FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::bigint[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::text[], $11::smallint[])
+		AS u(id, n, state, due, finished, fails, last_error, reason, latest, running)
+	WHERE j.id = u.id AND j.state = u.running AND j.started = u.n AND j.node = $10
+	RETURNING j.id`
 
 // results sets ops[i], targets[i] (from fls) and verdicts[i] of each
 // outcome the UPDATE recorded, and reports whether one of them made its

@@ -316,7 +316,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg.MaxConns = opts.MaxConns
 	// No JIT: every statement runlog sends reads or writes a few rows,
 	// but a generic plan's estimate of the claim's per-queue probes (and
-	// enable_sort off, see noSort) can pass jit_above_cost, and compiling
+	// enable_sort off, see claimPlans) can pass jit_above_cost, and compiling
 	// takes 40-250 ms where the statement itself takes under one.
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

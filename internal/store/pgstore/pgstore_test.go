@@ -822,7 +822,7 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 		var naive pgx.Batch
 		t.Logf("%s, plan without the claim's setting:\n%s", c.name, plan(&naive, c.sql))
 		var claim pgx.Batch
-		claim.Queue("SELECT " + noSort) // as a claim's first statement sets it (queueLockSharedSQL)
+		claim.Queue("SELECT " + claimPlans) // as a claim's first statement sets it (queueLockSharedSQL)
 		if p := plan(&claim, c.sql); strings.Contains(p, "Sort") || !strings.Contains(p, c.index+" on") {
 			t.Fatalf("%s: the claim would sort the due jobs, or not walk %s:\n%s", c.name, c.index, p)
 		}
@@ -901,7 +901,7 @@ func TestClaimSkipsHeldQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	for _, q := range []string{"PREPARE claimdue(bigint, text[], int, text[]) AS " + dueSQL, "SET plan_cache_mode = force_generic_plan", "BEGIN", "SELECT " + noSort} {
+	for _, q := range []string{"PREPARE claimdue(bigint, text[], int, text[]) AS " + dueSQL, "SET plan_cache_mode = force_generic_plan", "BEGIN", "SELECT " + claimPlans} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -994,4 +994,61 @@ func TestOutcomeOfEarlierAttemptKeepsLease(t *testing.T) {
 	}
 	was := lease()
 	testwait.For(t, "the heartbeat to renew attempt 2's lease", func() bool { return lease().After(was) })
+}
+
+// TestClaimTxPlans: every statement of a claim's path on runlog_jobs,
+// planned as a claim's transaction plans it (claimPlans: a generic plan at
+// the first execution, which the connection then keeps) while the table
+// holds 50 jobs, finds its rows through an index: no sequential scan of the
+// jobs, no hash or merge join, no sort, so that the plan a connection keeps
+// stays right as the table grows. (Without the settings that forbid them,
+// the start's UPDATE planned so was a hash join over a sequential scan,
+// which W2's connections kept as the table grew: 7-12 ms a claim.)
+func TestClaimTxPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t, Options{})
+	insertDue(t, s, 1, 50, "", "")
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range []string{"BEGIN", fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d), %s", queueLock, claimPlans)} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer conn.Exec(ctx, "ROLLBACK")
+	for _, c := range []struct{ name, sql, args, index string }{
+		{"due", dueSQL, "(100000, '{}', 129, '{}')", "runlog_jobs_queue_due"},
+		{"plaindue", plainDueSQL, "(100000, '{}', 129, '{}')", "runlog_jobs_due"},
+		{"nextdue", nextDueSQL, "(5)", "runlog_jobs_queue_due"},
+		{"start", startSQL, `('{51,52}', '{1,1}', 'n', 5000, 9, '{"{}","{}"}')`, "runlog_jobs_pkey"},
+		{"settle", settleFastSQL, `('{51,52}', '{1,1}', '{2,2}', '{0,0}', '{0,0}', '{0,0}', '{"",""}', '{"",""}', '{"{}","{}"}', 'n', '{1,1}')`, "runlog_jobs_pkey"},
+		{"defer", deferSQL, "(51, 7)", "runlog_jobs_pkey"},
+		{"fail", failSQL, "(51, 7, 'r')", "runlog_jobs_pkey"},
+		{"rows", settleRowsSQL, "('{51,52}')", "runlog_jobs_pkey"},
+	} {
+		if _, err := conn.Exec(ctx, "PREPARE "+c.name+" AS "+c.sql); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+c.name+c.args)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		p := strings.Join(lines, "\n")
+		for _, bad := range []string{"Seq Scan on runlog_jobs", "Hash Join", "Merge Join", "Sort"} {
+			if strings.Contains(p, bad) {
+				t.Fatalf("%s, planned as a claim's transaction plans it: %s, not an index:\n%s", c.name, bad, p)
+			}
+		}
+		if !strings.Contains(p, c.index+" on") {
+			t.Fatalf("%s: %s not used:\n%s", c.name, c.index, p)
+		}
+	}
 }

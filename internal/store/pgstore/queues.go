@@ -63,9 +63,9 @@ func (q claimQueues) applied(name string, op *state.Op) bool {
 }
 
 // queueLockSharedSQL takes the shared queueLock (queueStartReads), the
-// first statement of every claim's transaction, and turns sorting off for
-// the rest of it (noSort).
-const queueLockSharedSQL = "SELECT pg_advisory_xact_lock_shared($1), " + noSort
+// first statement of every claim's transaction, and sets how the rest of
+// it is planned (claimPlans).
+const queueLockSharedSQL = "SELECT pg_advisory_xact_lock_shared($1), " + claimPlans
 
 // queueSettingCols are the columns of a queue's setting that a claim
 // reads, in the order readQueueSettings scans them; queueHasSettingSQL
