@@ -772,9 +772,11 @@ func sendBatch(ctx context.Context, tx querier, b *pgx.Batch) error {
 // without the two round trips of BEGIN and COMMIT: fn gets a batch that
 // holds BEGIN, which it must send, with statements of its own queued
 // after it, before it sends anything else; COMMIT is queued after the
-// batch fn returns (nil for none), and the two are sent together. A
-// transaction that fails is rolled back (or its connection, if that
-// fails, dropped from the pool). As with inTx, fn may run more than once.
+// batch fn returns (nil for none), and the two are sent together. A fn of
+// one round trip returns first itself, unsent: BEGIN, its statements and
+// COMMIT then go together. A transaction that fails is rolled back (or
+// its connection, if that fails, dropped from the pool). As with inTx, fn
+// may run more than once.
 func (s *Store) inPipeTx(ctx context.Context, fn func(tx querier, first *pgx.Batch) (*pgx.Batch, error)) error {
 	return retrying(ctx, true, func() error { return s.pipeTxOnce(ctx, fn) })
 }

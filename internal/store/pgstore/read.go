@@ -37,20 +37,19 @@ func (s *Store) NextDue() (int64, bool) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, nextDueTimeout)
 	defer cancel()
-	var (
-		due *int64
-		b   pgx.Batch
-	)
-	// In a transaction of one round trip that plans as a claim does
-	// (claimPlans): nextDueSQL costs more to plan than to run, and a
-	// custom plan at each of the first five calls on each connection
-	// was most of what a burst of work on fresh connections spent on it
-	// (W1 at 256 slots, 5 000 jobs: 25-29 calls, 22.5 ms planning).
-	b.Queue("BEGIN READ ONLY")
-	b.Queue("SELECT " + claimPlans)
-	b.Queue(nextDueSQL, int64(math.MinInt64)).QueryRow(func(row pgx.Row) error { return row.Scan(&due) })
-	b.Queue("COMMIT")
-	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+	var due *int64
+	// In a transaction of one round trip (BEGIN, the query, COMMIT sent
+	// together by pipeTxOnce) that plans as a claim does (claimPlans):
+	// nextDueSQL costs more to plan than to run, and a custom plan at
+	// each of the first five calls on each connection was most of what a
+	// burst of work on fresh connections spent on it (W1 at 256 slots,
+	// 5 000 jobs: 25-29 calls, 22.5 ms planning).
+	err := s.pipeTxOnce(ctx, func(_ querier, first *pgx.Batch) (*pgx.Batch, error) {
+		first.Queue("SELECT " + claimPlans)
+		first.Queue(nextDueSQL, int64(math.MinInt64)).QueryRow(func(row pgx.Row) error { return row.Scan(&due) })
+		return first, nil
+	})
+	if err != nil {
 		if s.ctx.Err() == nil {
 			s.log.Warn("pgstore: reading the next due time failed; looking again at the next poll", "err", err)
 		}
