@@ -142,6 +142,7 @@ func tableOptions(fsys pebblevfs.FS, logf func(string, ...any), readOnly bool) (
 	}
 	// Tables written before pointFilter have whole bloom filters: the
 	// reader finds their policy by its name.
+	o.Experimental.SpanPolicyFunc = streamSpan
 	o.Filters = map[string]pebble.FilterPolicy{wholeFilter.Name(): wholeFilter, pointFilter.Name(): pointFilter}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = pointFilter
@@ -155,6 +156,40 @@ func tableOptions(fsys pebblevfs.FS, logf func(string, ...any), readOnly bool) (
 		}
 	}}
 	return o, cache
+}
+
+// streamSpan is the tables' span policy: it ends every file pebble writes
+// (a flush's or a compaction's) where the key stream of its first key
+// ends, so that a file holds keys of one stream. A finished job's keys lie
+// in five streams of its partition (record, state index, two filter
+// indexes, key), and each grows at its own end; when every flushed file
+// spanned them all, it overlapped every older file of the table, and each
+// compaction out of L0 rewrote most of it, the more the larger the table:
+// W2 for 30 s wrote 764 MB for 81 MB that came in (write amplification
+// 9.4), 262 MB (3.0) with a file per stream. The streams are the payloads,
+// the metadata, and in each partition the records, the state index of
+// each end state, each filter index, the schedule index and the keys: a
+// bounded number whatever the kinds and targets (a stream per target
+// would cut a flush into a file per target, and pebble never merges files
+// that do not overlap). The keys' layout is unchanged: this only places
+// the files' boundaries, and a table written before reads the same.
+func streamSpan(start []byte) (pebble.SpanPolicy, []byte, error) {
+	return pebble.SpanPolicy{}, streamEnd(start), nil
+}
+
+// streamEnd returns the first key after the stream that k is in (nil: the
+// end of the keyspace).
+func streamEnd(k []byte) []byte {
+	switch {
+	case len(k) == 0 || k[0] == 0xff:
+		return nil
+	case k[0] != 'p' || len(k) < 10:
+		return []byte{k[0] + 1}
+	case k[9] == tagState && len(k) > 10:
+		return prefixEnd(k[:11])
+	default:
+		return prefixEnd(k[:10])
+	}
 }
 
 // wholeFilter is the bloom filter of every key, 10 bits a key (about 1 %

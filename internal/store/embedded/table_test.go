@@ -1,7 +1,9 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"slices"
@@ -332,4 +334,100 @@ func TestPointKeysFilter(t *testing.T) {
 	}
 	read(point)
 	read(whole)
+}
+
+// TestStreamSpan: every file the table writes, by a flush or a compaction,
+// holds keys of one stream (streamEnd), so that a round of finished jobs
+// flushed after others overlaps none of their files but its streams' last
+// ones; and the table reads the same.
+func TestStreamSpan(t *testing.T) {
+	t.Parallel()
+	o, cache := tableOptions(nil, nil, false)
+	defer cache.Unref()
+	db, err := pebble.Open(filepath.Join(t.TempDir(), tableDir), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	parts := []int64{-3_600_000, 1_700_000_000_000}
+	var id uint64
+	checkFiles := func(when string) {
+		t.Helper()
+		levels, err := db.SSTables()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := 0
+		for level, fs := range levels {
+			for _, f := range fs {
+				files++
+				lo, hi := f.Smallest.UserKey, f.Largest.UserKey
+				if end := streamEnd(lo); end != nil && bytes.Compare(hi, end) >= 0 {
+					t.Errorf("%s: L%d file %s spans streams: %x to %x (its first stream ends at %x)", when, level, f.FileNum, lo, hi, end)
+				}
+			}
+		}
+		if files == 0 {
+			t.Fatalf("%s: no files", when)
+		}
+	}
+	for round := range 6 {
+		b := db.NewBatch()
+		var puts []finishedPut
+		for i := range 500 {
+			id++
+			st := state.Succeeded
+			if i%5 == 0 {
+				st = state.Failed
+			}
+			sp := &state.Spec{Kind: "k" + strconv.Itoa(i%3), Target: "t" + strconv.Itoa(i%7), Payload: []byte("{}"), Policy: retry.DefaultPolicy()}
+			if i%2 == 0 {
+				sp.Key = "key-" + strconv.FormatUint(id, 10)
+			}
+			if i%4 == 0 {
+				sp.Schedule = "nightly"
+			}
+			j := &state.Job{ID: id, State: st, Spec: sp, Run: &state.Run{Part: parts[i%2], Attempts: []state.Attempt{{N: 1, StartedAt: 1, EndedAt: 2, Class: retry.Success, Ended: true}}}}
+			puts = append(puts, finishedPut{j, sp.Payload})
+		}
+		putFinished(b, puts)
+		b.Set(payloadKey(id+1), []byte("pending"), nil)
+		b.Set(metaKey("version"), []byte{tableVersion}, nil)
+		if err := b.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		checkFiles("flush " + strconv.Itoa(round))
+	}
+	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
+		t.Fatal(err)
+	}
+	checkFiles("after a full compaction")
+}
+
+func TestStreamEnd(t *testing.T) {
+	rec := recordKey(5, 9)
+	for _, c := range []struct {
+		name string
+		key  []byte
+		want []byte
+	}{
+		{"payload", payloadKey(7), []byte("m")},
+		{"metadata", metaKey("version"), []byte("n")},
+		{"record", rec, append(partPrefix(nil, 5), tagRecord+1)},
+		{"state index", binary.BigEndian.AppendUint64(statePrefix(5, state.Failed), 3), append(partPrefix(nil, 5), tagState, byte(state.Failed)+1)},
+		{"target index", append(valuePrefix(5, 't', "http://x"), byte(state.Succeeded), 0, 1), append(partPrefix(nil, 5), 't'+1)},
+		{"key", keyKey(-5, "k"), append(partPrefix(nil, -5), tagKey+1)},
+		{"short", []byte("p12"), []byte("q")},
+		{"end of the keyspace", []byte{0xff, 1}, nil},
+	} {
+		if got := streamEnd(c.key); !bytes.Equal(got, c.want) {
+			t.Errorf("%s: streamEnd(%x) = %x, want %x", c.name, c.key, got, c.want)
+		}
+		if got := streamEnd(c.key); got != nil && bytes.Compare(got, c.key) <= 0 {
+			t.Errorf("%s: streamEnd(%x) = %x, not after the key", c.name, c.key, got)
+		}
+	}
 }
