@@ -140,9 +140,9 @@ func tableOptions(fsys pebblevfs.FS, logf func(string, ...any), readOnly bool) (
 		ReadOnly:     readOnly,
 		Logger:       pebbleLogger{logf},
 	}
+	o.Experimental.SpanPolicyFunc = streamSpan // a file per key stream
 	// Tables written before pointFilter have whole bloom filters: the
 	// reader finds their policy by its name.
-	o.Experimental.SpanPolicyFunc = streamSpan
 	o.Filters = map[string]pebble.FilterPolicy{wholeFilter.Name(): wholeFilter, pointFilter.Name(): pointFilter}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = pointFilter
