@@ -92,6 +92,7 @@ type spiller struct {
 	force    bool           // guarded by s.mu: someone waits for the spiller
 	ops      uint64         // guarded by s.mu: ops applied (is the store quiet?)
 	armed    atomic.Bool    // the spiller's timer runs for finished jobs waiting
+	steady   atomic.Bool    // the store stayed busy through the last round: copy each full batch
 	// throttled counts the enqueues throttle held (tests read it).
 	throttled uint64 // guarded by s.mu
 	// gate, when set (tests), is received from before each round: a test
@@ -132,6 +133,15 @@ const (
 // after the first of them waited, or once spillMax of them wait; and at
 // once when someone waits on it (a checkpoint, a throttled enqueue,
 // settle) or a retry, an expiry or a payload over the cache is queued.
+//
+// Once the store stayed busy through a round (it was not quiet), the load
+// is steady, not a burst: the writes cannot be put off past it, and
+// waiting for spillMax only keeps tens of thousands of finished jobs in
+// memory, which the collector scans at every cycle (W2 on tmpfs: 0.88 s
+// of GC CPU in 10 s against 0.49 s with each batch copied as it fills,
+// and 20.7 against 17.2 µs of machine CPU per job). So the spiller then
+// copies each batch as soon as it is full (spillBatch), until a quiet
+// round ends the steady load.
 const (
 	spillQuiet    = 50 * time.Millisecond
 	spillMaxDelay = 2 * time.Second
@@ -238,7 +248,7 @@ func (sp *spiller) appliedLocked(seq uint64, op *state.Op) {
 	// finished jobs to copy out however busy the store is; not at every op
 	// or sync.
 	switch d := st.DoneLen(); {
-	case urgent, d == 1 && !sp.armed.Load(), d >= spillMax && d%spillBatch == 0:
+	case urgent, d == 1 && !sp.armed.Load(), d%spillBatch == 0 && (d >= spillMax || sp.steady.Load()):
 		sp.signal()
 	}
 }
@@ -311,8 +321,13 @@ func (sp *spiller) run() {
 		case since.IsZero():
 			since = time.Now()
 		}
-		now := r.urgent || r.waiting >= spillMax ||
-			timedOut && r.waiting > 0 && (r.ops == opsAtArm || time.Since(since) >= spillMaxDelay)
+		quiet := timedOut && r.waiting > 0 && r.ops == opsAtArm
+		batch := spillMax
+		if sp.steady.Load() {
+			batch = spillBatch
+		}
+		now := r.urgent || r.waiting >= batch || quiet ||
+			timedOut && r.waiting > 0 && time.Since(since) >= spillMaxDelay
 		if !now {
 			if r.waiting > 0 && !armed {
 				timer.Reset(spillQuiet)
@@ -338,6 +353,7 @@ func (sp *spiller) run() {
 				break
 			}
 		}
+		sp.steady.Store(!quiet)
 		since = time.Time{}
 		sp.armed.Store(armed)
 	}

@@ -185,7 +185,8 @@ func BenchmarkSpillBatch(b *testing.B) {
 
 // TestSpillerCopiesOutWithoutAsking: finished jobs leave memory for the
 // table with nobody waiting on the spiller: once the store is quiet, and,
-// while ops keep coming, within spillMaxDelay of the first one waiting.
+// while ops keep coming, within spillMaxDelay of the first one waiting;
+// then, the load being steady, at each full batch, until a quiet round.
 func TestSpillerCopiesOutWithoutAsking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -243,10 +244,23 @@ func TestSpillerCopiesOutWithoutAsking(t *testing.T) {
 		}
 	}()
 	testwait.UntilWithin(t, 20*time.Second, "the finished jobs of a busy store copied out", inMemory)
+	// The store stayed busy through that round: the load is steady, and
+	// the spiller copies each batch as it fills, not at spillMax.
+	if !s.sp.steady.Load() {
+		t.Error("a round while ops kept coming did not mark the load steady")
+	}
+	finish(spillBatch)
+	testwait.UntilWithin(t, 20*time.Second, "a full batch of a steady store copied out", inMemory)
 	close(stop)
 	if err := <-busy; err != nil {
 		t.Fatal(err)
 	}
+	// A quiet round ends the steady load: the next burst waits again.
+	finish(10)
+	testwait.UntilWithin(t, 20*time.Second, "the finished jobs of a quiet store copied out", inMemory)
+	testwait.UntilWithin(t, 20*time.Second, "a quiet round ending the steady load", func() (int, bool) {
+		return 0, !s.sp.steady.Load()
+	})
 }
 
 // TestPointKeysFilter: the tables' bloom filters hold the keys read by a
