@@ -186,7 +186,8 @@ func BenchmarkSpillBatch(b *testing.B) {
 // TestSpillerCopiesOutWithoutAsking: finished jobs leave memory for the
 // table with nobody waiting on the spiller: once the store is quiet, and,
 // while ops keep coming, within spillMaxDelay of the first one waiting;
-// then, the load being steady, at each full batch, until a quiet round.
+// then, the load being steady, at each full batch, until a quiet round;
+// a round asked for on a quiet store does not make the load steady.
 func TestSpillerCopiesOutWithoutAsking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -261,6 +262,22 @@ func TestSpillerCopiesOutWithoutAsking(t *testing.T) {
 	testwait.UntilWithin(t, 20*time.Second, "a quiet round ending the steady load", func() (int, bool) {
 		return 0, !s.sp.steady.Load()
 	})
+	// A round someone asks for (a checkpoint's) says nothing of the load:
+	// the store stays out of the steady mode. The second ask is taken
+	// only once the first one's round is over.
+	for range 2 {
+		s.mu.Lock()
+		s.sp.hurryLocked()
+		s.mu.Unlock()
+		testwait.UntilWithin(t, 20*time.Second, "the spiller taking the ask", func() (int, bool) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return 0, !s.sp.force
+		})
+	}
+	if s.sp.steady.Load() {
+		t.Error("a round asked for on a quiet store marked the load steady")
+	}
 }
 
 // TestPointKeysFilter: the tables' bloom filters hold the keys read by a
