@@ -38,13 +38,14 @@ func (s *Store) NextDue() (int64, bool) {
 	ctx, cancel := context.WithTimeout(s.ctx, nextDueTimeout)
 	defer cancel()
 	var due *int64
-	// In a transaction of one round trip (BEGIN, the query, COMMIT sent
-	// together by pipeTxOnce) that plans as a claim does (claimPlans):
-	// nextDueSQL costs more to plan than to run, and a custom plan at
-	// each of the first five calls on each connection was most of what a
-	// burst of work on fresh connections spent on it (W1 at 256 slots,
-	// 5 000 jobs: 25-29 calls, 22.5 ms planning).
+	// In a read-only transaction of one round trip (BEGIN, the query,
+	// COMMIT sent together by pipeTxOnce) that plans as a claim does
+	// (claimPlans): nextDueSQL costs more to plan than to run, and a
+	// custom plan at each of the first five calls on each connection was
+	// most of what a burst of work on fresh connections spent on it (W1 at
+	// 256 slots, 5 000 jobs: 25-29 calls, 22.5 ms planning).
 	err := s.pipeTxOnce(ctx, func(_ querier, first *pgx.Batch) (*pgx.Batch, error) {
+		first.Queue("SET TRANSACTION READ ONLY")
 		first.Queue("SELECT " + claimPlans)
 		first.Queue(nextDueSQL, int64(math.MinInt64)).QueryRow(func(row pgx.Row) error { return row.Scan(&due) })
 		return first, nil
