@@ -372,9 +372,11 @@ func (m *sim) settle() {
 		if j == nil || op.Kind == 0 {
 			return // an expire dropped the job, cancelled while it ran
 		}
-		fails, st := j.Fails(), j.State
+		// Only the job's latest attempt moves it: a stale one (the job was
+		// cancelled while it ran, retried and claimed again) just ends.
+		fails, st, latest := j.Fails(), j.State, f.n == j.Started()
 		m.step(op)
-		if j.Fails() != fails || (st == Running && j.State != Pending) || (st == Running && j.Due < m.now) {
+		if j.Fails() != fails || (st == Running && latest && (j.State != Pending || j.Due < m.now)) || (!latest && j.State != st) {
 			m.t.Fatalf("snooze of job %d: fails %d -> %d, state %v -> %v, due %d at %d", f.id, fails, j.Fails(), st, j.State, j.Due, m.now)
 		}
 		return
