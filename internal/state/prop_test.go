@@ -372,11 +372,12 @@ func (m *sim) settle() {
 		if j == nil || op.Kind == 0 {
 			return // an expire dropped the job, cancelled while it ran
 		}
-		// Only the job's latest attempt moves it: a stale one (the job was
-		// cancelled while it ran, retried and claimed again) just ends.
-		fails, st, latest := j.Fails(), j.State, f.n == j.Started()
+		// Only the running job's latest attempt moves it; any other (the
+		// job was cancelled while it ran, perhaps retried and claimed
+		// again) just ends, and the job stays as it was.
+		fails, st, moves := j.Fails(), j.State, j.State == Running && f.n == j.Started()
 		m.step(op)
-		if j.Fails() != fails || (st == Running && latest && (j.State != Pending || j.Due < m.now)) || (!latest && j.State != st) {
+		if j.Fails() != fails || moves && (j.State != Pending || j.Due < m.now) || !moves && j.State != st {
 			m.t.Fatalf("snooze of job %d: fails %d -> %d, state %v -> %v, due %d at %d", f.id, fails, j.Fails(), st, j.State, j.Due, m.now)
 		}
 		return
